@@ -1,0 +1,121 @@
+"""Reading and writing Caffe's protobuf files: prototxt (text) and binary, with clear errors.
+
+A text-format error names ``file:line:column``; binary files are written atomically
+(temporary file, fsync, rename) so an interrupted write never leaves a truncated file.
+"""
+import os
+import tempfile
+
+from google.protobuf import text_format
+from google.protobuf.message import DecodeError
+
+from ..errors import CaffeError
+from . import caffe_pb2
+
+
+def _read_bytes(path, what):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise CaffeError("%s: file not found (%s)" % (path, what)) from None
+    except IsADirectoryError:
+        raise CaffeError("%s: is a directory, expected a %s" % (path, what)) from None
+    except OSError as exc:
+        raise CaffeError("%s: cannot read %s: %s" % (path, what, exc.strerror)) from None
+
+
+def parse_text(text, message, source="<string>"):
+    """Parse prototxt ``text`` into ``message``; errors read ``source:line:col: message``."""
+    try:
+        text_format.Merge(text, message)
+    except text_format.ParseError as exc:
+        line, col = exc.GetLine(), exc.GetColumn()
+        msg = str(exc)
+        # protobuf prefixes "line:col : "; keep only the explanation.
+        if line is not None and msg.startswith("%s:%s" % (line, col)):
+            msg = msg.split(":", 2)[-1].lstrip(" :")
+        raise CaffeError("%s:%s:%s: %s" % (source, line if line is not None else "?",
+                                           col if col is not None else "?", msg)) from None
+    return message
+
+
+def read_text(path, message, what="prototxt"):
+    data = _read_bytes(path, what)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CaffeError("%s: not a text %s (is it a binary file?)" % (path, what)) from None
+    return parse_text(text, message, path)
+
+
+def read_binary(path, message, what="binary proto"):
+    data = _read_bytes(path, what)
+    try:
+        message.ParseFromString(data)
+    except DecodeError:
+        raise CaffeError("%s: not a valid %s (truncated or wrong file type)"
+                         % (path, what)) from None
+    return message
+
+
+def read_net_param(path):
+    """A NetParameter from a .prototxt or a binary .caffemodel, upgraded from V0/V1 as needed."""
+    from .upgrade import upgrade_net_as_needed
+    param = caffe_pb2.NetParameter()
+    if _looks_binary(path):
+        read_binary(path, param, "binary net")
+    else:
+        read_text(path, param, "net prototxt")
+    return upgrade_net_as_needed(param, path)
+
+
+def read_solver_param(path):
+    from .upgrade import upgrade_solver_as_needed
+    param = read_text(path, caffe_pb2.SolverParameter(), "solver prototxt")
+    return upgrade_solver_as_needed(param, path)
+
+
+def read_blob_proto(path):
+    return read_binary(path, caffe_pb2.BlobProto(), "binaryproto blob")
+
+
+def _looks_binary(path):
+    if path.endswith((".caffemodel", ".binaryproto", ".solverstate")):
+        return True
+    if path.endswith((".prototxt", ".pt", ".txt")):
+        return False
+    head = _read_bytes(path, "net file")[:512]
+    return b"\0" in head or any(b > 127 for b in head[:64])
+
+
+def write_bytes_atomic(path, data):
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
+                               dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_binary(path, message):
+    write_bytes_atomic(path, message.SerializeToString())
+
+
+def write_text(path, message):
+    write_bytes_atomic(path, text_format.MessageToString(message).encode("utf-8"))
+
+
+def net_to_text(message):
+    """Text like C++'s DebugString, for the 'Initializing net from parameters' log."""
+    return text_format.MessageToString(message)

@@ -1,0 +1,1 @@
+"""Helpers shared by net, layers and solvers."""

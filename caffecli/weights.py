@@ -1,0 +1,98 @@
+"""Loading and saving trained weights: binary .caffemodel and HDF5 .caffemodel.h5 (Caffe's layout).
+
+HDF5 layout (Caffe's ToHDF5): group ``data/<layer name>/<i>`` holds parameter blob i of that
+layer; ``diff/...`` the same for gradients when written.
+"""
+import os
+
+import numpy
+
+from . import backend
+from .errors import CaffeError
+from .proto import caffe_pb2
+from .proto.io import read_binary, write_binary, write_bytes_atomic
+
+
+def is_hdf5(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == b"\x89HDF\r\n\x1a\n"
+    except FileNotFoundError:
+        raise CaffeError("%s: weights file not found" % path) from None
+
+
+def load_weights(net, path):
+    """Copy the parameters in ``path`` into ``net`` by layer name, shape-checked."""
+    if not os.path.exists(path):
+        raise CaffeError("%s: weights file not found" % path)
+    if is_hdf5(path):
+        _load_hdf5(net, path)
+    else:
+        param = read_binary(path, caffe_pb2.NetParameter(), "caffemodel")
+        net.copy_from_net_param(param, path)
+
+
+def _load_hdf5(net, path):
+    import h5py
+    from .blob import shape_string
+    with h5py.File(path, "r") as f:
+        if "data" not in f:
+            raise CaffeError("%s: HDF5 weights file has no 'data' group" % path)
+        data = f["data"]
+        for lname in data:
+            lid = net.layer_names_index.get(lname)
+            if lid is None:
+                net._info(803, "Ignoring source layer " + lname)
+                continue
+            group = data[lname]
+            target = net.layers[lid].blobs
+            if len(group) > len(target):
+                raise CaffeError("%s: incompatible number of blobs for layer %s (net has %d, "
+                                 "file has %d)" % (path, lname, len(target), len(group)))
+            for j, blob in enumerate(target):
+                key = str(j)
+                if key not in group:
+                    # Caffe: a missing dataset is fine only for a shared, non-owned param.
+                    pid = net.param_id_vecs[lid][j]
+                    if net.param_owners[pid] >= 0:
+                        continue
+                    raise CaffeError("%s: layer %s has no parameter blob %d" % (path, lname, j))
+                arr = numpy.asarray(group[key])
+                if tuple(arr.shape) != blob.shape:
+                    raise CaffeError(
+                        "%s: cannot copy param %d weights from layer '%s'; shape mismatch.  "
+                        "Source param shape is %s; target param shape is %s"
+                        % (path, j, lname, shape_string(arr.shape), blob.shape_string()))
+                blob.data[...] = backend.to_device(arr.astype(blob.dtype))
+
+
+def save_weights(net, path, write_diff=False):
+    """Write ``net``'s parameters to ``path``: HDF5 when it ends in .h5, else binary proto."""
+    if path.endswith(".h5"):
+        save_hdf5(net, path, write_diff)
+    else:
+        write_binary(path, net.to_proto(write_diff))
+
+
+def save_hdf5(net, path, write_diff=False):
+    import h5py
+    import io
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        data = f.create_group("data")
+        diff = f.create_group("diff") if write_diff else None
+        seen = set()
+        for lid, (name, layer) in enumerate(zip(net.layer_names, net.layers)):
+            if not layer.blobs or name in seen:
+                continue
+            seen.add(name)
+            g = data.create_group(name)
+            dg = diff.create_group(name) if diff is not None else None
+            for j, blob in enumerate(layer.blobs):
+                pid = net.param_id_vecs[lid][j]
+                if net.param_owners[pid] >= 0:
+                    continue  # shared parameters are stored once, by their owner (as Caffe)
+                g.create_dataset(str(j), data=backend.to_host(blob.data))
+                if dg is not None:
+                    dg.create_dataset(str(j), data=backend.to_host(blob.diff))
+    write_bytes_atomic(path, buf.getvalue())

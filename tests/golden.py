@@ -1,0 +1,160 @@
+"""Reads the golden corpus made by BVLC Caffe (../shared/golden) and replays a case.
+
+The corpus location: $CAFFECLI_GOLDEN, else ../shared/golden beside the checkout, else
+tests/golden_data (where the GPU machine gets a copy). Missing in CI is a failure, not a skip.
+"""
+import contextlib
+import json
+import os
+
+import numpy
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def golden_dir():
+    for cand in (os.environ.get("CAFFECLI_GOLDEN"),
+                 os.path.join(ROOT, "..", "shared", "golden"),
+                 os.path.join(ROOT, "tests", "golden_data")):
+        if cand and os.path.isdir(cand):
+            return os.path.abspath(cand)
+    return None
+
+
+def case_names(families=None, exclude=()):
+    """Case folder names, optionally only those of ``families`` (a set of prefixes)."""
+    d = golden_dir()
+    if d is None:
+        return []
+    names = sorted(n for n in os.listdir(d) if "__" in n and os.path.isdir(os.path.join(d, n)))
+    if families is not None:
+        names = [n for n in names if n.split("__")[0] in families]
+    return [n for n in names if n.split("__")[0] not in exclude]
+
+
+def require_golden():
+    """Skip locally, fail in CI, when the corpus is absent."""
+    if golden_dir() is None:
+        if os.environ.get("CI"):
+            pytest.fail("golden corpus ../shared/golden not found (set CAFFECLI_GOLDEN)")
+        pytest.skip("golden corpus not found (set CAFFECLI_GOLDEN)")
+
+
+@contextlib.contextmanager
+def in_dir(path):
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+class Case:
+    """One golden case: its folder, case.json and case.h5."""
+
+    def __init__(self, name):
+        require_golden()
+        self.name = name
+        self.dir = os.path.join(golden_dir(), name)
+        with open(os.path.join(self.dir, "case.json")) as f:
+            self.meta = json.load(f)
+        self.rtol = self.meta.get("rtol", 1e-4)
+        self.atol = self.meta.get("atol", 1e-5)
+
+    def path(self, *parts):
+        return os.path.join(self.dir, *parts)
+
+    def h5(self):
+        import h5py
+        return h5py.File(self.path("case.h5"), "r")
+
+
+def assert_close(got, want, rtol, atol, what):
+    got = numpy.asarray(got, dtype=numpy.float64)
+    want = numpy.asarray(want, dtype=numpy.float64)
+    assert got.size == want.size, "%s: size %s, Caffe has %s" % (what, got.shape, want.shape)
+    got = got.reshape(want.shape)
+    bad = numpy.abs(got - want) > atol + rtol * numpy.abs(want)
+    if bad.any():
+        idx = numpy.argwhere(bad)[0]
+        raise AssertionError("%s: %d of %d values differ; first at %s: got %r, Caffe %r"
+                             % (what, bad.sum(), bad.size, tuple(idx), got[tuple(idx)],
+                                want[tuple(idx)]))
+
+
+def run_layer_case(name, backend_setup=None):
+    """Build the case's net, feed inputs, forward, seed diffs, backward; compare everything."""
+    import caffecli
+    from caffecli import backend
+    from caffecli.net import Net
+    from caffecli.proto import caffe_pb2
+    case = Case(name)
+    meta = case.meta
+    if backend_setup:
+        backend_setup()
+    with in_dir(case.dir), case.h5() as h5:
+        if os.path.isdir(case.dir) and meta.get("family") == "python":
+            import sys
+            sys.path.insert(0, case.dir)
+        phase = caffe_pb2.TRAIN if meta.get("phase", "TRAIN") == "TRAIN" else caffe_pb2.TEST
+        weights = "init.caffemodel" if os.path.exists("init.caffemodel") else None
+        if "seed" in meta:
+            caffecli.set_random_seed(meta["seed"])
+        net = Net("net.prototxt", phase, weights=weights, log=False)
+        for bname in h5["inputs"]:
+            blob = net.blob_by_name(bname)
+            arr = numpy.asarray(h5["inputs"][bname])
+            if blob.shape != arr.shape:
+                blob.reshape(arr.shape)
+            blob.data[...] = backend.to_device(arr.astype(blob.dtype))
+        _, loss = net.forward()
+        rt, at = case.rtol, case.atol
+        for bname in h5["forward"]:
+            if not net.has_blob(bname):
+                assert "_split_" in bname, "blob %s missing" % bname
+                continue
+            assert_close(backend.to_host(net.blob_by_name(bname).data), h5["forward"][bname],
+                         rt, at, "%s forward %s" % (name, bname))
+        if "loss" in h5:
+            assert_close(loss, h5["loss"][()], rt, at, "%s loss" % name)
+        if "param_data" in h5:
+            for lname in h5["param_data"]:
+                layer = net.layer_by_name(lname)
+                for i in h5["param_data"][lname]:
+                    assert_close(backend.to_host(layer.blobs[int(i)].data),
+                                 h5["param_data"][lname][i], rt, at,
+                                 "%s param_data %s/%s" % (name, lname, i))
+        if not meta.get("has_backward"):
+            return net
+        for bname in h5.get("top_diff", {}):
+            net.blob_by_name(bname).diff[...] = backend.to_device(
+                numpy.asarray(h5["top_diff"][bname]))
+        net.clear_param_diffs()
+        net.backward()
+        for bname in h5["backward"]:
+            if not net.has_blob(bname):
+                assert "_split_" in bname, "blob %s missing" % bname
+                continue
+            blob = net.blob_by_name(bname)
+            bid = net.blob_names_index[bname]
+            if not _receives_gradient(net, bid) and not numpy.any(h5["backward"][bname][()]):
+                continue  # Caffe left it zero; we never touched it either way
+            assert_close(backend.to_host(blob.diff), h5["backward"][bname], rt, at,
+                         "%s backward %s" % (name, bname))
+        for lname in h5.get("param_diff", {}):
+            layer = net.layer_by_name(lname)
+            for i in h5["param_diff"][lname]:
+                assert_close(backend.to_host(layer.blobs[int(i)].diff),
+                             h5["param_diff"][lname][i], rt, at,
+                             "%s param_diff %s/%s" % (name, lname, i))
+    return net
+
+
+def _receives_gradient(net, bid):
+    for lid, ids in enumerate(net.bottom_id_vecs):
+        for j, b in enumerate(ids):
+            if b == bid and net.layer_need_backward[lid] and net.bottom_need_backward[lid][j]:
+                return True
+    return False
