@@ -20,6 +20,23 @@ def shape_string(shape):
     return "".join("%d " % d for d in shape) + "(%d)" % count
 
 
+class _Count(int):
+    """An int that can also be called like Caffe's Blob::count(start, end)."""
+
+    def __new__(cls, value, shape):
+        obj = int.__new__(cls, value)
+        obj._shape = shape
+        return obj
+
+    def __call__(self, start=None, end=None):
+        if start is None:
+            return int(self)
+        n = 1
+        for d in self._shape[start:end if end is not None else len(self._shape)]:
+            n *= d
+        return n
+
+
 class Blob:
     """Data + diff arrays of one shape; the unit layers read and write."""
 
@@ -71,16 +88,11 @@ class Blob:
     def num_axes(self):
         return len(self._shape)
 
-    def count(self, start=None, end=None):
-        """Number of elements, or the product of dims in [start, end)."""
-        if start is None:
-            return self._count
-        if end is None:
-            end = len(self._shape)
-        n = 1
-        for d in self._shape[start:end]:
-            n *= d
-        return n
+    @property
+    def count(self):
+        """Element count. Both spellings work: ``blob.count`` (pycaffe's attribute) and
+        ``blob.count()`` / ``blob.count(start, end)`` (Caffe's method, product of dims)."""
+        return _Count(self._count, self._shape)
 
     def canonical_axis_index(self, axis):
         """Map a possibly negative axis into [0, num_axes), or fail naming the range."""
