@@ -3,7 +3,6 @@
 Follows Caffe's net.cpp: NetStateRule filtering, automatic splits, in-place tops, loss
 weights, need-backward inference, parameter sharing by name, and the set-up log lines.
 """
-import collections
 import os
 
 import numpy
@@ -15,6 +14,7 @@ from .proto import caffe_pb2
 from .proto.io import read_net_param, net_to_text
 from .registry import create_layer
 from .util.insert_splits import insert_splits
+from .pycaffe import PycaffeNetMixin
 
 TRAIN = caffe_pb2.TRAIN
 TEST = caffe_pb2.TEST
@@ -71,11 +71,19 @@ def filter_net(param, log=True):
     return out
 
 
-class Net:
-    """A built network: layers, blobs and learnable parameters, in Caffe's order."""
+class Net(PycaffeNetMixin):
+    """A built network: layers, blobs and learnable parameters, in Caffe's order.
+
+    Engine methods follow Caffe (forward_pass, backward_pass, forward_from_to, ...); the
+    pycaffe surface (forward(**inputs), backward(), blobs, params, ...) comes from the mixin.
+    """
 
     def __init__(self, param, phase=None, level=0, stages=(), weights=None,
                  dtype=numpy.float32, log=True):
+        if isinstance(phase, (str, os.PathLike)):  # pycaffe's Net(model, weights, phase)
+            weights, phase = phase, level if isinstance(level, int) and level in (TRAIN, TEST) \
+                else None
+            level = 0
         if isinstance(param, (str, os.PathLike)):
             source = os.fspath(param)
             param = read_net_param(source)
@@ -121,7 +129,7 @@ class Net:
         self.blob_need_backward = []
         self.blob_loss_weights = []
         self.layer_need_backward = []
-        self.params = []               # every parameter blob, owners and sharers
+        self.param_blobs = []          # every parameter blob, owners and sharers
         self.param_id_vecs = []
         self.param_owners = []
         self.param_display_names = []
@@ -243,9 +251,9 @@ class Net:
         spec = lp.param[param_id] if param_id < len(lp.param) else caffe_pb2.ParamSpec()
         pname = spec.name
         self.param_display_names.append(pname or str(param_id))
-        net_pid = len(self.params)
+        net_pid = len(self.param_blobs)
         blob = self.layers[layer_id].blobs[param_id]
-        self.params.append(blob)
+        self.param_blobs.append(blob)
         self.param_id_vecs[layer_id].append(net_pid)
         self.param_layer_indices.append((layer_id, param_id))
         if not pname or pname not in self._param_names_index:
@@ -335,8 +343,8 @@ class Net:
         for pid, owner in enumerate(self.param_owners):
             if owner < 0:
                 continue
-            self.params[pid].share_data(self.params[owner])
-            self.params[pid].share_diff(self.params[owner])
+            self.param_blobs[pid].share_data(self.param_blobs[owner])
+            self.param_blobs[pid].share_diff(self.param_blobs[owner])
 
     # ---- running -----------------------------------------------------------------------
     def forward_from_to(self, start=0, end=None):
@@ -350,10 +358,9 @@ class Net:
                 self._forward_debug_info(i)
         return loss
 
-    def forward(self):
-        """Forward through the whole net; return (output blobs, loss)."""
-        loss = self.forward_from_to(0, len(self.layers) - 1)
-        return self.output_blobs, loss
+    def forward_pass(self):
+        """Forward through the whole net; return the loss (outputs are in output_blobs)."""
+        return self.forward_from_to(0, len(self.layers) - 1)
 
     def backward_from_to(self, start=None, end=0):
         if start is None:
@@ -365,7 +372,7 @@ class Net:
                 if self.debug_info:
                     self._backward_debug_info(i)
 
-    def backward(self):
+    def backward_pass(self):
         self.backward_from_to(len(self.layers) - 1, 0)
         if self.debug_info:
             ad = sum(p.asum_data() for p in self.learnable_params)
@@ -377,8 +384,8 @@ class Net:
                                                          glog.fmt(sd ** 0.5), glog.fmt(sf ** 0.5)))
 
     def forward_backward(self):
-        _, loss = self.forward()
-        self.backward()
+        loss = self.forward_pass()
+        self.backward_pass()
         return loss
 
     def reshape(self):
@@ -417,7 +424,7 @@ class Net:
                 self.layer_names[lid], pid, glog.fmt(blob.asum_diff() / max(blob.count(), 1))))
 
     def update_debug_info(self, param_id):
-        blob = self.params[param_id]
+        blob = self.param_blobs[param_id]
         owner = self.param_owners[param_id]
         lname = self.layer_names[self.param_layer_indices[param_id][0]]
         name = self.param_display_names[param_id]
@@ -525,24 +532,13 @@ class Net:
         return [self.blob_names[i] for i in self.input_blob_indices]
 
     @property
-    def blobs(self):
-        """Ordered name -> Blob (pycaffe's net.blobs)."""
-        return collections.OrderedDict(zip(self.blob_names, self._blobs))
-
-    @property
     def all_blobs(self):
         return list(self._blobs)
-
-    @property
-    def params_by_layer(self):
-        """Ordered layer name -> list of parameter Blobs (pycaffe's net.params)."""
-        return collections.OrderedDict(
-            (n, l.blobs) for n, l in zip(self.layer_names, self.layers) if l.blobs)
 
     def to_backend(self):
         """Move every blob to the active backend (after switching CPU/GPU mode)."""
         seen = set()
-        for b in list(self._blobs) + self.params:
+        for b in list(self._blobs) + self.param_blobs:
             if id(b) not in seen:
                 seen.add(id(b))
                 b.to_backend()

@@ -109,7 +109,7 @@ def run_layer_case(name, backend_setup=None):
             if blob.shape != arr.shape:
                 blob.reshape(arr.shape)
             blob.data[...] = backend.to_device(arr.astype(blob.dtype))
-        _, loss = net.forward()
+        loss = net.forward_pass()
         rt, at = case.rtol, case.atol
         for bname in h5["forward"]:
             if not net.has_blob(bname):
@@ -132,7 +132,7 @@ def run_layer_case(name, backend_setup=None):
             net.blob_by_name(bname).diff[...] = backend.to_device(
                 numpy.asarray(h5["top_diff"][bname]))
         net.clear_param_diffs()
-        net.backward()
+        net.backward_pass()
         for bname in h5["backward"]:
             if not net.has_blob(bname):
                 assert "_split_" in bname, "blob %s missing" % bname
