@@ -27,10 +27,17 @@ def compile_proto():
 
 
 def _strip_json_names(fdp):
-    """json_name is filled in by some protoc versions only; it carries no wire meaning."""
+    """Drop what protoc versions print differently: json_name, and the spelling of float
+    defaults ("1e-08" vs "9.99999994e-09" for the same float32)."""
+    import numpy
+
     def strip(msg):
         for f in msg.field:
             f.ClearField("json_name")
+            if f.type in (f.TYPE_FLOAT, f.TYPE_DOUBLE) and f.HasField("default_value") \
+                    and f.default_value not in ("inf", "-inf", "nan"):
+                dt = numpy.float32 if f.type == f.TYPE_FLOAT else numpy.float64
+                f.default_value = repr(float(dt(f.default_value)))
         for m in msg.nested_type:
             strip(m)
     for m in fdp.message_type:
