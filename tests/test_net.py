@@ -1,0 +1,182 @@
+"""Net wiring: state rules, splits, in-place, loss weights, backward inference, sharing, weights."""
+import numpy
+import pytest
+
+from caffecli import glog
+from caffecli.errors import CaffeError
+from caffecli.layer import Layer
+from caffecli.net import Net, TEST, TRAIN
+from caffecli.proto import caffe_pb2
+from caffecli.proto.io import parse_text
+from caffecli.registry import register_layer
+
+
+@register_layer("TestHalfSumSqLoss")
+class HalfSumSqLoss(Layer):
+    """loss = 0.5 * sum(x^2): a loss for wiring tests that needs no other helper's layers."""
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+    is_loss = True
+
+    def reshape(self, bottom, top):
+        top[0].reshape(())
+
+    def forward_impl(self, bottom, top):
+        top[0].data[...] = 0.5 * (bottom[0].data ** 2).sum()
+
+    def backward_impl(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            bottom[0].diff[...] = bottom[0].data * top[0].diff
+
+
+def net_from(text, phase=TRAIN, **kw):
+    return Net(parse_text(text, caffe_pb2.NetParameter()), phase, log=False, **kw)
+
+
+BASE = '''
+name: "t"
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
+        inner_product_param { num_output: 2 weight_filler { type: "gaussian" std: 1 } } }
+'''
+
+
+def test_phase_level_stage_rules():
+    text = BASE + '''
+layer { name: "tr" type: "ReLU" bottom: "y" top: "a" include { phase: TRAIN } }
+layer { name: "te" type: "ReLU" bottom: "y" top: "b" include { phase: TEST } }
+layer { name: "lv" type: "ReLU" bottom: "y" top: "c" include { min_level: 2 } }
+layer { name: "st" type: "ReLU" bottom: "y" top: "d" include { stage: "deploy" } }
+layer { name: "ns" type: "ReLU" bottom: "y" top: "e" exclude { stage: "deploy" } }
+'''
+    n = net_from(text, TRAIN)
+    assert "tr" in n.layer_names and "te" not in n.layer_names
+    assert "lv" not in n.layer_names and "st" not in n.layer_names and "ns" in n.layer_names
+    n = net_from(text, TEST, level=3, stages=["deploy"])
+    assert {"te", "lv", "st"} <= set(n.layer_names) and "ns" not in n.layer_names
+
+
+def test_split_inserted_on_fanout_and_gradients_add():
+    text = BASE + '''
+layer { name: "l1" type: "TestHalfSumSqLoss" bottom: "y" top: "loss1" }
+layer { name: "l2" type: "TestHalfSumSqLoss" bottom: "y" top: "loss2" loss_weight: 2 }
+'''
+    n = net_from(text)
+    assert "y_ip_0_split" in n.layer_names
+    assert n.has_blob("y_ip_0_split_0") and n.has_blob("y_ip_0_split_1")
+    n.blobs["x"].data[...] = numpy.arange(6).reshape(2, 3)
+    loss = n.forward_pass()
+    y = n.blobs["y"].data
+    assert loss == pytest.approx(3 * 0.5 * float((y ** 2).sum()), rel=1e-5)
+    n.backward_pass()
+    assert numpy.allclose(n.blobs["y"].diff, 3 * y, rtol=1e-5)
+
+
+def test_inplace_and_outputs_sorted():
+    text = BASE + '''
+layer { name: "r" type: "ReLU" bottom: "y" top: "y" }
+layer { name: "z" type: "ReLU" bottom: "x" top: "a_out" }
+'''
+    n = net_from(text)
+    assert n.blob_names.count("y") == 1
+    assert n.output_names == ["a_out", "y"]
+    assert n.input_names == ["x"]
+
+
+def test_need_backward_inference():
+    text = BASE + '''
+layer { name: "frozen" type: "InnerProduct" bottom: "x" top: "f" param { lr_mult: 0 }
+        inner_product_param { num_output: 2 bias_term: false } }
+layer { name: "l1" type: "TestHalfSumSqLoss" bottom: "y" top: "loss1" }
+layer { name: "l2" type: "TestHalfSumSqLoss" bottom: "f" top: "loss2" }
+'''
+    n = net_from(text)
+    need = dict(zip(n.layer_names, n.layer_need_backward))
+    assert need["ip"] and need["l1"] and not need["frozen"] and not need["in"]
+    # force_backward makes every layer (and the input) take part
+    n = net_from("force_backward: true\n" + text)
+    assert all(n.layer_need_backward)
+    assert n.blob_need_backward[n.blob_names_index["x"]]
+
+
+def test_no_loss_path_needs_no_backward():
+    n = net_from(BASE + 'layer { name: "r" type: "ReLU" bottom: "y" top: "z" }')
+    assert not any(n.layer_need_backward)
+
+
+def test_weight_sharing_and_multipliers():
+    text = '''
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "a" type: "InnerProduct" bottom: "x" top: "ya"
+        param { name: "w" lr_mult: 2 decay_mult: 0.5 } param { name: "b" }
+        inner_product_param { num_output: 3 weight_filler { type: "gaussian" } } }
+layer { name: "b" type: "InnerProduct" bottom: "x" top: "yb"
+        param { name: "w" } param { name: "b" } inner_product_param { num_output: 3 } }
+'''
+    n = net_from(text)
+    assert len(n.learnable_params) == 2
+    assert n.params_lr[0] == 2 and n.params_weight_decay[0] == 0.5
+    wa, wb = n.params["a"][0], n.params["b"][0]
+    assert wa.shares_data_with(wb)
+    assert numpy.array_equal(wa.data, wb.data)
+    bad = text.replace("num_output: 3 } }\n", "num_output: 4 } }\n", 1).replace(
+        'param { name: "w" } param { name: "b" } inner_product_param { num_output: 3 }',
+        'param { name: "w" } param { name: "b" } inner_product_param { num_output: 5 }')
+    with pytest.raises(CaffeError, match="Cannot share param 'w'"):
+        net_from(bad)
+
+
+def test_missing_bottom_names_layer():
+    with pytest.raises(CaffeError, match=r"Unknown bottom blob 'nope' \(layer 'r', bottom index 0\)"):
+        net_from(BASE + 'layer { name: "r" type: "ReLU" bottom: "nope" top: "z" }')
+
+
+def test_unknown_type_lists_known():
+    with pytest.raises(CaffeError, match="Unknown layer type: Bogus.*known types:.*InnerProduct"):
+        net_from(BASE + 'layer { name: "r" type: "Bogus" bottom: "y" top: "z" }')
+
+
+def test_duplicate_top():
+    with pytest.raises(CaffeError, match="produced by multiple sources"):
+        net_from(BASE + 'layer { name: "r" type: "ReLU" bottom: "x" top: "y" }')
+
+
+def test_weights_roundtrip_and_mismatch(tmp_path):
+    n = net_from(BASE)
+    path = str(tmp_path / "w.caffemodel")
+    n.save(path)
+    m = net_from(BASE)
+    m.copy_trained_layers_from(path)
+    assert numpy.array_equal(m.params["ip"][0].data, n.params["ip"][0].data)
+    h5 = str(tmp_path / "w.caffemodel.h5")
+    n.save(h5)
+    k = net_from(BASE)
+    k.copy_trained_layers_from(h5)
+    assert numpy.array_equal(k.params["ip"][1].data, n.params["ip"][1].data)
+    other = net_from(BASE.replace("num_output: 2", "num_output: 4"))
+    with pytest.raises(CaffeError, match=r"layer 'ip'; shape mismatch.*Source param shape is "
+                                         r"2 3 \(6\); target param shape is 4 3 \(12\)"):
+        other.copy_trained_layers_from(path)
+    with pytest.raises(CaffeError, match="not found"):
+        other.copy_trained_layers_from(str(tmp_path / "missing.caffemodel"))
+
+
+def test_share_trained_layers_with():
+    a, b = net_from(BASE), net_from(BASE, TEST)
+    b.share_trained_layers_with(a)
+    a.params["ip"][0].data[...] = 7
+    assert numpy.all(b.params["ip"][0].data == 7)
+
+
+def test_setup_log_lines(capsys):
+    glog.set_stream(None)
+    Net(parse_text(BASE + 'layer { name: "r" type: "ReLU" bottom: "y" top: "y" }',
+                   caffe_pb2.NetParameter()), TRAIN)
+    err = capsys.readouterr().err.splitlines()
+    msgs = [line.split("] ", 1)[1] for line in err if "] " in line]
+    assert "Creating Layer ip" in msgs and "ip <- x" in msgs and "ip -> y" in msgs
+    assert "r -> y (in-place)" in msgs
+    assert "Top shape: 2 2 (4)" in msgs
+    assert "Memory required for data: %d" % ((6 + 4 + 4) * 4) in msgs
+    assert msgs[-1] == "Network initialization done."
+    assert err[0][0] == "I" and " net.cpp:53] " in err[0]
