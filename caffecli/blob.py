@@ -20,6 +20,18 @@ def shape_string(shape):
     return "".join("%d " % d for d in shape) + "(%d)" % count
 
 
+def _varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
 class _Count(int):
     """An int that can also be called like Caffe's Blob::count(start, end)."""
 
@@ -266,13 +278,16 @@ class Blob:
             proto = caffe_pb2.BlobProto()
         proto.Clear()
         proto.shape.dim.extend(self._shape)
-        host = backend.to_host(self.data).ravel()
-        (proto.double_data if double else proto.data).extend(host.astype(
-            numpy.float64 if double else numpy.float32).tolist())
-        if write_diff:
-            hd = backend.to_host(self.diff).ravel()
-            (proto.double_diff if double else proto.diff).extend(hd.astype(
-                numpy.float64 if double else numpy.float32).tolist())
+        # Packed repeated floats are written as raw little-endian bytes and parsed back:
+        # protobuf's per-element extend is ~100x slower for multi-million-value blobs.
+        fields = [(9 if double else 6, self.diff)] if write_diff else []
+        fields.insert(0, (8 if double else 5, self.data))
+        raw = bytearray(proto.SerializeToString())
+        for number, values in fields:
+            host = backend.to_host(values).ravel()
+            payload = host.astype("<f8" if double else "<f4").tobytes()
+            raw += _varint((number << 3) | 2) + _varint(len(payload)) + payload
+        proto.ParseFromString(bytes(raw))
         return proto
 
     def __repr__(self):
