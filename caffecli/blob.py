@@ -8,6 +8,7 @@ import numpy
 
 from . import backend
 from .errors import CaffeError
+from .synced_memory import SyncedMemory
 
 MAX_BLOB_AXES = 32
 
@@ -57,8 +58,8 @@ class Blob:
         self._shape = ()
         self._count = 0
         self._capacity = 0
-        self._data_buf = None
-        self._diff_buf = None
+        self._data_mem = None      # SyncedMemory of data (shared by ShareData)
+        self._diff_mem = None
         self._views = None
         if shape is not None:
             self.reshape(shape)
@@ -81,11 +82,10 @@ class Blob:
             count *= d
         self._shape = shape
         self._count = count
-        if count > self._capacity or self._data_buf is None:
-            xp = backend.xp()
+        if count > self._capacity or self._data_mem is None:
             self._capacity = count
-            self._data_buf = xp.zeros(count, dtype=self.dtype)
-            self._diff_buf = xp.zeros(count, dtype=self.dtype)
+            self._data_mem = SyncedMemory(count, self.dtype)
+            self._diff_mem = SyncedMemory(count, self.dtype)
         self._views = None
         return self
 
@@ -136,16 +136,27 @@ class Blob:
 
     # ---- storage -----------------------------------------------------------------------
     def _make_views(self):
-        if self._data_buf is None:
+        if self._data_mem is None:
             self.reshape(self._shape)
-        self._views = (self._data_buf[:self._count].reshape(self._shape),
-                       self._diff_buf[:self._count].reshape(self._shape))
+        dp, fp = self._data_mem.primary(), self._diff_mem.primary()
+        self._views = (dp[:self._count].reshape(self._shape),
+                       fp[:self._count].reshape(self._shape), dp, fp)
         return self._views
+
+    def _current_views(self):
+        views = self._views
+        if views is None or views[2] is not self._data_mem._primary \
+                or views[3] is not self._diff_mem._primary:
+            views = self._make_views()  # a sharer moved the storage to another backend
+        return views
 
     @property
     def data(self):
-        """The data as an array of the blob's backend, shaped like the blob (writable view)."""
-        return (self._views or self._make_views())[0]
+        """The data in the active backend (numpy or cupy), shaped like the blob; write in place."""
+        views = self._current_views()
+        if self._data_mem.head != "primary":
+            self._data_mem.primary()
+        return views[0]
 
     @data.setter
     def data(self, value):
@@ -153,46 +164,62 @@ class Blob:
 
     @property
     def diff(self):
-        return (self._views or self._make_views())[1]
+        views = self._current_views()
+        if self._diff_mem.head != "primary":
+            self._diff_mem.primary()
+        return views[1]
 
     @diff.setter
     def diff(self, value):
         self.diff[...] = value
+
+    @property
+    def host_data(self):
+        """The data as a numpy array (pycaffe's ``blob.data``); on the GPU, writes to it reach
+        the device before the next layer reads the blob."""
+        if self._data_mem is None:
+            self._make_views()
+        return self._data_mem.host()[:self._count].reshape(self._shape)
+
+    @property
+    def host_diff(self):
+        if self._diff_mem is None:
+            self._make_views()
+        return self._diff_mem.host()[:self._count].reshape(self._shape)
 
     def share_data(self, other):
         """Use ``other``'s data storage (counts must match), as Caffe's ShareData."""
         if self._count != other._count:
             raise CaffeError("cannot share data: counts differ (%s vs %s)"
                              % (self.shape_string(), other.shape_string()))
-        if other._data_buf is None:
+        if other._data_mem is None:
             other._make_views()
-        self._data_buf = other._data_buf
-        self._capacity = min(self._data_buf.size, self._diff_buf.size) if self._diff_buf is not None \
-            else self._data_buf.size
+        self._data_mem = other._data_mem
+        self._capacity = min(self._data_mem.size, self._diff_mem.size) \
+            if self._diff_mem is not None else self._data_mem.size
         self._views = None
 
     def share_diff(self, other):
         if self._count != other._count:
             raise CaffeError("cannot share diff: counts differ (%s vs %s)"
                              % (self.shape_string(), other.shape_string()))
-        if other._diff_buf is None:
+        if other._diff_mem is None:
             other._make_views()
-        self._diff_buf = other._diff_buf
-        self._capacity = min(self._data_buf.size, self._diff_buf.size)
+        self._diff_mem = other._diff_mem
+        self._capacity = min(self._data_mem.size, self._diff_mem.size)
         self._views = None
 
     def shares_data_with(self, other):
-        return self._data_buf is other._data_buf
+        return self._data_mem is other._data_mem
 
     def to_backend(self):
-        """Move storage to the active backend (after set_mode_gpu/cpu)."""
-        xp = backend.xp()
-        if self._data_buf is not None and backend.get_array_module(self._data_buf) is not xp:
-            self._data_buf = xp.asarray(backend.to_host(self._data_buf)) if xp is numpy \
-                else xp.asarray(self._data_buf)
-            self._diff_buf = xp.asarray(backend.to_host(self._diff_buf)) if xp is numpy \
-                else xp.asarray(self._diff_buf)
-            self._views = None
+        """Move storage to the active backend (after set_mode_gpu/cpu); sharing is kept."""
+        moved = False
+        for mem in (self._data_mem, self._diff_mem):
+            if mem is not None:
+                moved |= mem.to_backend()
+        self._views = None
+        return moved
 
     # ---- math --------------------------------------------------------------------------
     def update(self):

@@ -27,12 +27,12 @@ def test_legacy_accessors_pad_with_one():
 def test_reshape_keeps_capacity_and_values():
     b = Blob((2, 3))
     b.data[...] = numpy.arange(6).reshape(2, 3)
-    buf = b._data_buf
+    buf = b._data_mem
     b.reshape(3, 2)
-    assert b._data_buf is buf
+    assert b._data_mem is buf
     assert b.data.tolist() == [[0, 1], [2, 3], [4, 5]]
     b.reshape(4, 4)
-    assert b.count == 16 and b._data_buf is not buf
+    assert b.count == 16 and b._data_mem is not buf
 
 
 def test_data_is_writable_view():
@@ -75,3 +75,29 @@ def test_legacy_4d_proto():
     assert Blob((2, 3)).shape_equals(p2)
     with pytest.raises(CaffeError, match="shape mismatch"):
         Blob((3, 2)).from_proto(p2, reshape=False)
+
+
+def test_host_views_alias_data_on_cpu():
+    b = Blob((2, 2))
+    b.host_data[...] = 5
+    assert numpy.all(b.data == 5)
+    b.data[...] = 1
+    assert numpy.all(b.host_data == 1) and numpy.all(b.host_diff == 0)
+
+
+def test_synced_memory_head_protocol(monkeypatch):
+    """With a stand-in 'device' module, host writes reach the primary copy and back."""
+    from caffecli import synced_memory
+
+    class FakeDeviceArray(numpy.ndarray):
+        def set(self, host):
+            self[...] = host
+
+    mem = synced_memory.SyncedMemory(4, numpy.float32)
+    mem._primary = numpy.zeros(4, numpy.float32).view(FakeDeviceArray)
+    monkeypatch.setattr(synced_memory.SyncedMemory, "on_host_backend", property(lambda s: False))
+    mem.primary()[...] = 3           # a layer writes on the device
+    h = mem.host()                   # the user reads: pulled once
+    assert h.tolist() == [3, 3, 3, 3] and mem.head == synced_memory.AT_HOST
+    h[...] = 7                       # the user writes on the host
+    assert mem.primary().tolist() == [7, 7, 7, 7] and mem.head == synced_memory.AT_PRIMARY
