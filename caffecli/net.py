@@ -490,8 +490,6 @@ class Net(PycaffeNetMixin):
         """The net as a NetParameter with every layer's parameter blobs (a .caffemodel)."""
         out = caffe_pb2.NetParameter()
         out.name = self.name
-        for lid in self.input_blob_indices:
-            pass
         for layer in self.layers:
             out.layer.add().CopyFrom(layer.to_proto(write_diff))
         return out
