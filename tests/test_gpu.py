@@ -38,3 +38,30 @@ def test_host_write_reaches_device(gpu_mode):
     assert isinstance(h, numpy.ndarray) and h.tolist() == [[1] * 3] * 2
     h[...] = 4                           # host write
     assert isinstance(b.data, cupy.ndarray) and float(b.data.sum()) == 24.0
+
+
+def test_nccl_one_rank_path_averages_half_batches(gpu_mode):
+    """NCCL will not put two ranks on one GPU: run the data-parallel path with a one-rank
+    communicator on each half batch and check the average equals the full batch gradient."""
+    from caffecli import parallel
+    from test_parallel import make_net, grads
+    x = numpy.random.RandomState(0).randn(8, 5)
+    full = make_net(8, numpy.float32)
+    full.blobs["x"].data[...] = backend.to_device(x.astype(numpy.float32))
+    full.clear_param_diffs()
+    full.forward_backward()
+    want = grads(full)
+    half = make_net(4, numpy.float32)
+    for j in range(2):
+        half.params["ip"][j].data[...] = full.params["ip"][j].data
+    comm = parallel.NcclComm.for_devices([0])
+    sync = parallel.GradientSync(half, comm, 0)
+    got = []
+    for k in range(2):
+        half.blobs["x"].data[...] = backend.to_device(x[4 * k:4 * k + 4].astype(numpy.float32))
+        half.clear_param_diffs()
+        half.forward_backward()
+        sync.on_gradients_ready()
+        got.append(grads(half))
+    for j in range(2):
+        assert numpy.allclose((got[0][j] + got[1][j]) / 2, want[j], rtol=1e-5, atol=1e-6)
