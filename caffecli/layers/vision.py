@@ -1,0 +1,380 @@
+"""Convolution, Deconvolution and Im2col (Caffe's base_conv / conv / deconv / im2col layers).
+
+Convolution is im2col through a strided window view plus one batched GEMM over the groups for
+a whole chunk of the batch; the column buffer is laid out (C, *kernel, N, *out) so the forward,
+weight-gradient and input-gradient products are each a single GEMM per group.
+"""
+import numpy
+
+from ..blob import Blob
+from ..fillers import fill
+from ..layer import Layer
+from ..registry import register_layer
+from ..util import im2col as ic
+
+COL_CHUNK_ELEMENTS = 1 << 25  # cap on the column buffer (elements); larger batches go in chunks
+
+
+def _prod(seq):
+    n = 1
+    for v in seq:
+        n *= int(v)
+    return n
+
+
+def conv_geometry(layer, p, num_spatial):
+    """kernel, stride, pad, dilation lists from a ConvolutionParameter, with Caffe's checks."""
+    def per_axis(name, values, default, h_w):
+        if h_w is not None:
+            if num_spatial != 2:
+                raise layer.error("%s_h & %s_w can only be used for 2D convolution "
+                                  "(%d spatial axes)" % (name, name, num_spatial))
+            if len(values):
+                raise layer.error("Either %s or %s_h/w should be specified; not both"
+                                  % (name, name))
+            return list(h_w)
+        n = len(values)
+        if not (n == num_spatial or n == 1 or (n == 0 and default is not None)):
+            raise layer.error("%s must be specified once, or once per spatial dimension "
+                              "(%s specified %d times; %d spatial dims)"
+                              % (name, name, n, num_spatial))
+        return [int(values[0 if n == 1 else i]) if n else default for i in range(num_spatial)]
+
+    has = p.HasField
+    kernel = per_axis("kernel_size", p.kernel_size, None,
+                      (p.kernel_h, p.kernel_w) if has("kernel_h") or has("kernel_w") else None)
+    if any(k <= 0 for k in kernel):
+        raise layer.error("Filter dimensions must be nonzero (kernel %s)" % (kernel,))
+    stride = per_axis("stride", p.stride, 1,
+                      (p.stride_h, p.stride_w) if has("stride_h") or has("stride_w") else None)
+    if any(s <= 0 for s in stride):
+        raise layer.error("Stride dimensions must be nonzero (stride %s)" % (stride,))
+    pad = per_axis("pad", p.pad, 0,
+                   (p.pad_h, p.pad_w) if has("pad_h") or has("pad_w") else None)
+    dilation = per_axis("dilation", p.dilation, 1, None)
+    if any(d <= 0 for d in dilation):
+        raise layer.error("Dilation dimensions must be nonzero (dilation %s)" % (dilation,))
+    return kernel, stride, pad, dilation
+
+
+class _ColumnMaker:
+    """im2col into a (C, *kernel, n, *grid) buffer and col2im back, reusing buffers."""
+
+    def __init__(self, kernel, stride, pad, dilation):
+        self.kernel, self.stride, self.pad, self.dilation = kernel, stride, pad, dilation
+        self._pad_in = ic.PadBuffer()
+        self._pad_out = ic.PadBuffer()
+        self._col = None
+
+    def configure(self, channels, img_shape, grid_shape):
+        self.channels = channels
+        self.img_shape = list(img_shape)
+        self.grid_shape = list(grid_shape)
+        self.padded = ic.padded_shape(img_shape, grid_shape, self.kernel, self.pad,
+                                      self.stride, self.dilation)
+        self.trivial = (self.padded == self.img_shape and all(s == 1 for s in self.stride)
+                        and all(k == 1 for k in self.kernel))
+
+    def _col_buffer(self, xp, size, dtype):
+        if (self._col is None or self._col.size < size or self._col.dtype != dtype
+                or not isinstance(self._col, xp.ndarray)):
+            self._col = xp.empty(size, dtype=dtype)
+        return self._col[:size]
+
+    def im2col(self, xp, x):
+        """x: (n, C, *img) -> contiguous columns (C, *kernel, n, *grid)."""
+        n = x.shape[0]
+        d = len(self.kernel)
+        if self.trivial:
+            src = x
+        else:
+            buf = self._pad_in.get(xp, (n, self.channels), self.padded, x.dtype)
+            ic.interior(buf, self.pad, self.img_shape)[...] = x
+            src = buf
+        win = ic.windows(xp, src, self.kernel, self.stride, self.dilation, self.grid_shape)
+        order = (1,) + tuple(range(2, 2 + d)) + (0,) + tuple(range(2 + d, 2 + 2 * d))
+        shape = (self.channels,) + tuple(self.kernel) + (n,) + tuple(self.grid_shape)
+        col = self._col_buffer(xp, _prod(shape), x.dtype).reshape(shape)
+        col[...] = win.transpose(order)
+        return col
+
+    def col2im(self, xp, col, out):
+        """col: (C, *kernel, n, *grid) -> out (n, C, *img) = sum of the windows (set, not added)."""
+        d = len(self.kernel)
+        n = col.shape[1 + d]
+        if self.trivial:
+            out[...] = col.reshape((self.channels, n) + tuple(self.img_shape)).swapaxes(0, 1)
+            return out
+        buf = self._pad_out.get(xp, (self.channels, n), self.padded, col.dtype)
+        buf[...] = 0
+        order = (0, 1 + d) + tuple(range(1, 1 + d)) + tuple(range(2 + d, 2 + 2 * d))
+        ic.col2im_add(buf, col.transpose(order), self.kernel, self.stride, self.dilation,
+                      self.grid_shape)
+        out[...] = ic.interior(buf, self.pad, self.img_shape).swapaxes(0, 1)
+        return out
+
+
+class BaseConvolutionLayer(Layer):
+    """Shared set-up of Convolution and Deconvolution (parameters, shapes, checks)."""
+
+    min_bottom_blobs = 1
+    min_top_blobs = 1
+    equal_num_bottom_top_blobs = True
+    reverse = False  # Deconvolution swaps the roles of input and output
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.convolution_param
+        self.channel_axis = bottom[0].canonical_axis_index(p.axis)
+        self.num_spatial = bottom[0].num_axes - self.channel_axis - 1
+        if self.num_spatial < 1:
+            raise self.error("needs at least one spatial axis after the channel axis "
+                             "(bottom %s, axis %d)" % (bottom[0].shape_string(), p.axis))
+        self.kernel, self.stride, self.pad, self.dilation = conv_geometry(
+            self, p, self.num_spatial)
+        self.channels = bottom[0].shape[self.channel_axis]
+        self.num_output = int(p.num_output)
+        self.group = int(p.group)
+        if self.num_output <= 0:
+            raise self.error("num_output must be positive")
+        if self.group <= 0:
+            raise self.error("group must be positive")
+        if self.channels % self.group:
+            raise self.error("channels (%d) must be a multiple of group (%d)"
+                             % (self.channels, self.group))
+        if self.num_output % self.group:
+            raise self.error("Number of output (%d) should be multiples of group (%d)"
+                             % (self.num_output, self.group))
+        if self.reverse:
+            self.conv_out, self.conv_in = self.channels, self.num_output
+        else:
+            self.conv_out, self.conv_in = self.num_output, self.channels
+        wshape = (self.conv_out, self.conv_in // self.group) + tuple(self.kernel)
+        self.bias_term = p.bias_term
+        dtype = bottom[0].dtype
+        if self.blobs:
+            if len(self.blobs) != 1 + int(self.bias_term):
+                raise self.error("Incorrect number of weight blobs (%d, expected %d)"
+                                 % (len(self.blobs), 1 + int(self.bias_term)))
+            if tuple(self.blobs[0].shape) != wshape:
+                raise self.error("Incorrect weight shape: expected shape %s; instead, shape "
+                                 "was %s" % (Blob(wshape).shape_string(),
+                                             self.blobs[0].shape_string()))
+            if self.bias_term and tuple(self.blobs[1].shape) != (self.num_output,):
+                raise self.error("Incorrect bias shape: expected shape %d (%d); instead, "
+                                 "shape was %s" % (self.num_output, self.num_output,
+                                                   self.blobs[1].shape_string()))
+        else:
+            self.blobs = [fill(Blob(wshape, dtype), p.weight_filler)]
+            if self.bias_term:
+                self.blobs.append(fill(Blob((self.num_output,), dtype), p.bias_filler))
+        self.param_propagate_down = [True] * len(self.blobs)
+        self.kernel_dim = self.blobs[0].count(1)
+        self.cols = _ColumnMaker(self.kernel, self.stride, self.pad, self.dilation)
+
+    def compute_output_shape(self, in_shape):
+        raise NotImplementedError
+
+    def reshape(self, bottom, top):
+        first = self.channel_axis + 1
+        b0 = bottom[0]
+        if b0.num_axes != first + self.num_spatial:
+            raise self.error("bottom num_axes may not change (was %d, now %s)"
+                             % (first + self.num_spatial, b0.shape_string()))
+        if b0.shape[self.channel_axis] != self.channels:
+            raise self.error("Input size incompatible with convolution kernel: bottom %s has "
+                             "%d channels, the layer was set up for %d"
+                             % (b0.shape_string(), b0.shape[self.channel_axis], self.channels))
+        for i, b in enumerate(bottom[1:], 1):
+            if b.shape != b0.shape:
+                raise self.error("shape mismatch - bottom[0]: %s vs. bottom[%d]: %s"
+                                 % (b0.shape_string(), i, b.shape_string()))
+        self.num = b0.count(0, self.channel_axis)
+        self.in_shape = list(b0.shape[first:])
+        self.out_shape = self.compute_output_shape(self.in_shape)
+        if any(o < 0 for o in self.out_shape):
+            raise self.error("kernel %s does not fit the padded input %s (output %s)"
+                             % (self.kernel, b0.shape_string(), self.out_shape))
+        top_shape = b0.shape[:self.channel_axis] + (self.num_output,) + tuple(self.out_shape)
+        for t in top:
+            t.reshape(top_shape)
+        if self.reverse:  # the image is the top, the window grid is the bottom
+            self.cols.configure(self.num_output, self.out_shape, self.in_shape)
+        else:
+            self.cols.configure(self.channels, self.in_shape, self.out_shape)
+        per_item = self.kernel_dim * self.group * _prod(self.cols.grid_shape)
+        self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(per_item, 1)))
+
+    def _chunks(self):
+        for n0 in range(0, self.num, self.chunk):
+            yield n0, min(self.num, n0 + self.chunk)
+
+    def _grouped_weight(self):
+        g = self.group
+        return self.blobs[0].data.reshape(g, self.conv_out // g, self.kernel_dim)
+
+    def _bias_grad(self, dy):
+        """Add the bias gradient of dy (num, num_output, P)."""
+        if self.bias_term and self.param_propagate_down[1]:
+            self.blobs[1].diff[...] += dy.sum(axis=(0, 2))
+
+
+@register_layer("Convolution")
+class ConvolutionLayer(BaseConvolutionLayer):
+    """N-D grouped, strided, padded, dilated convolution; weights (out, in/group, *kernel)."""
+
+    def compute_output_shape(self, in_shape):
+        return ic.conv_out_shape(in_shape, self.kernel, self.pad, self.stride, self.dilation)
+
+    def forward_impl(self, bottom, top):
+        xp = self.xp
+        g, m = self.group, self.num_output
+        P = _prod(self.out_shape)
+        w = self._grouped_weight()
+        for b, t in zip(bottom, top):
+            x = b.data.reshape((self.num, self.channels) + tuple(self.in_shape))
+            y = t.data.reshape(self.num, m, P)
+            for n0, n1 in self._chunks():
+                nb = n1 - n0
+                col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim, nb * P)
+                out = xp.matmul(w, col)  # (g, m/g, nb*P)
+                y[n0:n1] = out.reshape(m, nb, P).swapaxes(0, 1)
+            if self.bias_term:
+                y += self.blobs[1].data.reshape(1, m, 1)
+
+    def backward_impl(self, top, propagate_down, bottom):
+        xp = self.xp
+        g, m = self.group, self.num_output
+        P = _prod(self.out_shape)
+        w = self._grouped_weight()
+        need_w = self.param_propagate_down[0]
+        for t, b, down in zip(top, bottom, propagate_down):
+            dy = t.diff.reshape(self.num, m, P)
+            self._bias_grad(dy)
+            if not (need_w or down):
+                continue
+            x = b.data.reshape((self.num, self.channels) + tuple(self.in_shape))
+            dx = b.diff.reshape((self.num, self.channels) + tuple(self.in_shape))
+            wdiff = self.blobs[0].diff.reshape(w.shape)
+            for n0, n1 in self._chunks():
+                nb = n1 - n0
+                dyt = xp.ascontiguousarray(dy[n0:n1].swapaxes(0, 1)).reshape(g, m // g, nb * P)
+                if need_w:
+                    col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim, nb * P)
+                    wdiff += xp.matmul(dyt, col.transpose(0, 2, 1))
+                if down:
+                    dcol = xp.matmul(w.transpose(0, 2, 1), dyt)  # (g, kdim, nb*P)
+                    shape = (self.channels,) + tuple(self.kernel) + (nb,) + tuple(self.out_shape)
+                    self.cols.col2im(xp, dcol.reshape(shape), dx[n0:n1])
+
+
+@register_layer("Deconvolution")
+class DeconvolutionLayer(BaseConvolutionLayer):
+    """Transposed convolution: forward is convolution's input gradient; weights (in, out/group, *k)."""
+
+    reverse = True
+
+    def compute_output_shape(self, in_shape):
+        return [s * (i - 1) + e - 2 * p for i, s, e, p in
+                zip(in_shape, self.stride, ic.kernel_extent(self.kernel, self.dilation),
+                    self.pad)]
+
+    def forward_impl(self, bottom, top):
+        xp = self.xp
+        g, c, m = self.group, self.channels, self.num_output
+        Pin = _prod(self.in_shape)
+        w = self._grouped_weight()  # (g, c/g, kdim)
+        for b, t in zip(bottom, top):
+            x = b.data.reshape(self.num, c, Pin)
+            y = t.data.reshape((self.num, m) + tuple(self.out_shape))
+            for n0, n1 in self._chunks():
+                nb = n1 - n0
+                xt = xp.ascontiguousarray(x[n0:n1].swapaxes(0, 1)).reshape(g, c // g, nb * Pin)
+                col = xp.matmul(w.transpose(0, 2, 1), xt)  # (g, kdim, nb*Pin)
+                shape = (m,) + tuple(self.kernel) + (nb,) + tuple(self.in_shape)
+                self.cols.col2im(xp, col.reshape(shape), y[n0:n1])
+            if self.bias_term:
+                y2 = t.data.reshape(self.num, m, -1)
+                y2 += self.blobs[1].data.reshape(1, m, 1)
+
+    def backward_impl(self, top, propagate_down, bottom):
+        xp = self.xp
+        g, c, m = self.group, self.channels, self.num_output
+        Pin = _prod(self.in_shape)
+        w = self._grouped_weight()
+        need_w = self.param_propagate_down[0]
+        for t, b, down in zip(top, bottom, propagate_down):
+            self._bias_grad(t.diff.reshape(self.num, m, -1))
+            if not (need_w or down):
+                continue
+            dy = t.diff.reshape((self.num, m) + tuple(self.out_shape))
+            x = b.data.reshape(self.num, c, Pin)
+            dx = b.diff.reshape(self.num, c, Pin)
+            wdiff = self.blobs[0].diff.reshape(w.shape)
+            for n0, n1 in self._chunks():
+                nb = n1 - n0
+                col = self.cols.im2col(xp, dy[n0:n1]).reshape(g, self.kernel_dim, nb * Pin)
+                if need_w:
+                    xt = xp.ascontiguousarray(x[n0:n1].swapaxes(0, 1)).reshape(g, c // g,
+                                                                               nb * Pin)
+                    wdiff += xp.matmul(xt, col.transpose(0, 2, 1))
+                if down:
+                    out = xp.matmul(w, col)  # (g, c/g, nb*Pin)
+                    dx[n0:n1] = out.reshape(c, nb, Pin).swapaxes(0, 1)
+
+
+@register_layer("Im2col")
+class Im2colLayer(Layer):
+    """The column buffer itself as a top: (N, C*prod(kernel), *out) in Caffe's row order."""
+
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.convolution_param
+        self.channel_axis = bottom[0].canonical_axis_index(p.axis)
+        self.num_spatial = bottom[0].num_axes - self.channel_axis - 1
+        if self.num_spatial < 1:
+            raise self.error("needs at least one spatial axis after the channel axis "
+                             "(bottom %s)" % bottom[0].shape_string())
+        self.kernel, self.stride, self.pad, self.dilation = conv_geometry(
+            self, p, self.num_spatial)
+        self._pad_in = ic.PadBuffer()
+        self._pad_out = ic.PadBuffer()
+
+    def reshape(self, bottom, top):
+        b = bottom[0]
+        if b.num_axes != self.channel_axis + 1 + self.num_spatial:
+            raise self.error("bottom num_axes may not change (now %s)" % b.shape_string())
+        first = self.channel_axis + 1
+        self.in_shape = list(b.shape[first:])
+        self.out_shape = ic.conv_out_shape(self.in_shape, self.kernel, self.pad, self.stride,
+                                           self.dilation)
+        if any(o < 0 for o in self.out_shape):
+            raise self.error("kernel %s does not fit the padded input %s"
+                             % (self.kernel, b.shape_string()))
+        self.num = b.count(0, self.channel_axis)
+        self.channels = b.shape[self.channel_axis]
+        self.padded = ic.padded_shape(self.in_shape, self.out_shape, self.kernel, self.pad,
+                                      self.stride, self.dilation)
+        top[0].reshape(b.shape[:self.channel_axis]
+                       + (self.channels * _prod(self.kernel),) + tuple(self.out_shape))
+
+    def forward_impl(self, bottom, top):
+        xp = self.xp
+        x = bottom[0].data.reshape((self.num, self.channels) + tuple(self.in_shape))
+        buf = self._pad_in.get(xp, (self.num, self.channels), self.padded, x.dtype)
+        ic.interior(buf, self.pad, self.in_shape)[...] = x
+        win = ic.windows(xp, buf, self.kernel, self.stride, self.dilation, self.out_shape)
+        top[0].data.reshape(win.shape)[...] = win
+
+    def backward_impl(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        xp = self.xp
+        shape = (self.num, self.channels) + tuple(self.kernel) + tuple(self.out_shape)
+        buf = self._pad_out.get(xp, (self.num, self.channels), self.padded, top[0].dtype)
+        buf[...] = 0
+        ic.col2im_add(buf, top[0].diff.reshape(shape), self.kernel, self.stride,
+                      self.dilation, self.out_shape)
+        bottom[0].diff.reshape((self.num, self.channels) + tuple(self.in_shape))[...] = \
+            ic.interior(buf, self.pad, self.in_shape)

@@ -1,0 +1,78 @@
+"""im2col / col2im for N-D convolution geometry, vectorized with strided window views.
+
+Caffe's column layout for one image is (C, *kernel, *out): row c*prod(k) + kernel offset,
+column = output position. ``windows`` builds that view (with the batch axis first) over a
+zero-padded copy of the input; ``col2im_add`` scatters columns back, looping only over the
+kernel offsets.
+"""
+import numpy
+
+
+def kernel_extent(kernel, dilation):
+    return [d * (k - 1) + 1 for k, d in zip(kernel, dilation)]
+
+
+def conv_out_shape(in_shape, kernel, pad, stride, dilation):
+    """Caffe's output size per axis: (in + 2 pad - extent) / stride + 1, C integer division."""
+    out = []
+    for i, k, p, s, e in zip(in_shape, kernel, pad, stride, kernel_extent(kernel, dilation)):
+        num = i + 2 * p - e
+        q = abs(num) // s
+        out.append((q if num >= 0 else -q) + 1)  # C truncates toward zero
+    return out
+
+
+def padded_shape(in_shape, out_shape, kernel, pad, stride, dilation):
+    """Spatial size of a buffer holding the input at offset ``pad`` and every window."""
+    shape = []
+    for i, o, p, s, e in zip(in_shape, out_shape, pad, stride, kernel_extent(kernel, dilation)):
+        need = (o - 1) * s + e if o > 0 else 0
+        shape.append(max(i + 2 * p, need, p + i))
+    return shape
+
+
+class PadBuffer:
+    """A preallocated zero-bordered buffer (lead..., *padded); only the interior is rewritten."""
+
+    def __init__(self):
+        self.buf = None
+        self.key = None
+
+    def get(self, xp, lead, spatial, dtype, fill=0):
+        key = (xp.__name__, tuple(lead), tuple(spatial), numpy.dtype(dtype).str, fill)
+        if self.key != key:
+            self.buf = xp.full(tuple(lead) + tuple(spatial), fill, dtype=dtype)
+            self.key = key
+        return self.buf
+
+
+def interior(buf, pad, in_shape, lead_axes=2):
+    """The view of ``buf`` where the (unpadded) input lives."""
+    sl = (slice(None),) * lead_axes + tuple(slice(p, p + i) for p, i in zip(pad, in_shape))
+    return buf[sl]
+
+
+def windows(xp, padded, kernel, stride, dilation, out_shape, lead_axes=2):
+    """Read-only view (lead..., *kernel, *out) of every (dilated) window of ``padded``."""
+    st = padded.strides
+    lead = padded.shape[:lead_axes]
+    sp = st[lead_axes:]
+    shape = tuple(lead) + tuple(kernel) + tuple(out_shape)
+    strides = (tuple(st[:lead_axes]) + tuple(s * d for s, d in zip(sp, dilation))
+               + tuple(s * t for s, t in zip(sp, stride)))
+    return xp.lib.stride_tricks.as_strided(padded, shape=shape, strides=strides)
+
+
+def offset_slices(offset, kernel, stride, dilation, out_shape):
+    """Slices into the padded spatial axes that kernel offset ``offset`` reads for all outputs."""
+    return tuple(slice(o * d, o * d + (n - 1) * s + 1, s)
+                 for o, d, s, n in zip(offset, dilation, stride, out_shape))
+
+
+def col2im_add(padded, col, kernel, stride, dilation, out_shape, lead_axes=2):
+    """padded[lead..., windows] += col (lead..., *kernel, *out), one add per kernel offset."""
+    lead = (slice(None),) * lead_axes
+    for offset in numpy.ndindex(*kernel):
+        sl = offset_slices(offset, kernel, stride, dilation, out_shape)
+        padded[lead + sl] += col[lead + offset]
+    return padded
