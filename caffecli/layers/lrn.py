@@ -1,0 +1,81 @@
+"""LRN: local response normalization across channels or within each channel (Caffe's lrn_layer).
+
+WITHIN_CHANNEL reproduces Caffe's composition (square -> AVE pooling with its padded divisor
+-> power (1 + alpha * s)^-beta -> product with the input), so ``k`` is unused there as in Caffe.
+"""
+from ..layer import Layer
+from ..proto import caffe_pb2
+from ..registry import register_layer
+from .pooling import PoolGeometry, ave_pool, ave_pool_backward
+
+LRNP = caffe_pb2.LRNParameter
+
+
+@register_layer("LRN")
+class LRNLayer(Layer):
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.lrn_param
+        self.size = int(p.local_size)
+        if self.size % 2 != 1:
+            raise self.error("LRN only supports odd values for local_size (got %d)" % self.size)
+        self.pre_pad = (self.size - 1) // 2
+        self.alpha, self.beta, self.k = float(p.alpha), float(p.beta), float(p.k)
+        if p.norm_region not in (LRNP.ACROSS_CHANNELS, LRNP.WITHIN_CHANNEL):
+            raise self.error("Unknown normalization region.")
+        self.across = p.norm_region == LRNP.ACROSS_CHANNELS
+
+    def reshape(self, bottom, top):
+        b = bottom[0]
+        if b.num_axes != 4:
+            raise self.error("Input must have 4 axes, corresponding to (num, channels, height, "
+                             "width); got %s" % b.shape_string())
+        top[0].reshape(b.shape)
+        if not self.across:
+            self.geo = PoolGeometry([self.size] * 2, [1, 1], [self.pre_pad] * 2, b.shape[2:4],
+                                    owner=self)
+
+    def _channel_window_sum(self, v):
+        """sum over channels c - pre_pad .. c + pre_pad (zero outside), one add per offset."""
+        xp = self.xp
+        n, c = v.shape[:2]
+        padded = xp.zeros((n, c + self.size - 1) + v.shape[2:], dtype=v.dtype)
+        padded[:, self.pre_pad:self.pre_pad + c] = v
+        out = padded[:, 0:c].copy()
+        for o in range(1, self.size):
+            out += padded[:, o:o + c]
+        return out
+
+    def forward_impl(self, bottom, top):
+        xp = self.xp
+        x = bottom[0].data
+        dt = x.dtype.type
+        if self.across:
+            self.scale = self._channel_window_sum(x * x)
+            self.scale *= dt(self.alpha / self.size)
+            self.scale += dt(self.k)
+            top[0].data[...] = x * xp.power(self.scale, dt(-self.beta))
+        else:
+            self.pooled = ave_pool(xp, x * x, self.geo)
+            self.base = self.pooled * dt(self.alpha) + dt(1)
+            self.power = xp.power(self.base, dt(-self.beta))
+            top[0].data[...] = x * self.power
+
+    def backward_impl(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        xp = self.xp
+        x = bottom[0].data
+        dy = top[0].diff
+        dt = x.dtype.type
+        if self.across:
+            ratio = dy * top[0].data / self.scale
+            accum = self._channel_window_sum(ratio)
+            bottom[0].diff[...] = (dy * xp.power(self.scale, dt(-self.beta))
+                                   - dt(2 * self.alpha * self.beta / self.size) * x * accum)
+        else:
+            d_pool = (dy * x) * (dt(-self.beta * self.alpha) * self.power / self.base)
+            d_sq = ave_pool_backward(xp, d_pool, self.geo, x.dtype)
+            bottom[0].diff[...] = dy * self.power + d_sq * (dt(2) * x)
