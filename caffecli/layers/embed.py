@@ -1,0 +1,96 @@
+"""Embed (a lookup table indexed by the bottom's integer values) and Parameter (a learned
+blob exposed as a top)."""
+import numpy
+
+from .. import backend
+from ..blob import Blob
+from ..fillers import fill
+from ..layer import Layer
+from ..registry import register_layer
+
+
+def _scatter_add(xp, target, indices, values):
+    """target[indices] += values, summing repeated indices (numpy's ufunc.at or cupyx)."""
+    if xp is numpy:
+        numpy.add.at(target, indices, values)
+    else:
+        import cupyx
+        cupyx.scatter_add(target, indices, values)
+
+
+@register_layer("Embed")
+class EmbedLayer(Layer):
+    """top[..., :] = weight[bottom[...]] (+ bias); weight is input_dim x num_output."""
+
+    exact_num_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.embed_param
+        self.N, self.K, self.bias_term = p.num_output, p.input_dim, p.bias_term
+        if self.N <= 0:
+            raise self.error("EmbedLayer num_output must be positive, got %d" % self.N)
+        if self.K <= 0:
+            raise self.error("EmbedLayer input_dim must be positive, got %d" % self.K)
+        if not self.blobs:
+            dt = bottom[0].dtype
+            self.blobs = [fill(Blob((self.K, self.N), dt), p.weight_filler)]
+            if self.bias_term:
+                self.blobs.append(fill(Blob((self.N,), dt), p.bias_filler))
+        self.param_propagate_down = [True] * len(self.blobs)
+
+    def reshape(self, bottom, top):
+        top[0].reshape(bottom[0].shape + (self.N,))
+
+    def allow_force_backward(self, bottom_index):
+        return False  # the bottom holds indices
+
+    def _indices(self, bottom):
+        x = bottom[0].data.reshape(-1)
+        idx = x.astype(numpy.int64)
+        host_x, host_idx = backend.to_host(x), backend.to_host(idx)
+        if host_idx.size and (host_idx.min() < 0 or host_idx.max() >= self.K
+                              or (host_idx != host_x).any()):
+            bad = host_x[(host_idx < 0) | (host_idx >= self.K) | (host_idx != host_x)][0]
+            raise self.error("index %g out of range [0, %d) or not an integer (bottom %s)"
+                             % (bad, self.K, bottom[0].shape_string()))
+        return idx
+
+    def forward_impl(self, bottom, top):
+        idx = self._indices(bottom)
+        y = top[0].data.reshape(-1, self.N)
+        y[...] = self.blobs[0].data[idx]
+        if self.bias_term:
+            y += self.blobs[1].data
+
+    def backward_impl(self, top, propagate_down, bottom):
+        if propagate_down[0]:
+            raise self.error("Can't backpropagate to EmbedLayer input.")
+        dy = top[0].diff.reshape(-1, self.N)
+        if self.param_propagate_down[0]:
+            _scatter_add(self.xp, self.blobs[0].diff, self._indices(bottom), dy)
+        if self.bias_term and self.param_propagate_down[1]:
+            self.blobs[1].diff[...] += dy.sum(axis=0)
+
+
+@register_layer("Parameter")
+class ParameterLayer(Layer):
+    """No bottoms; the top shares data and diff with the layer's one parameter blob, so
+    gradients written into the top land in the parameter's diff."""
+
+    exact_num_bottom_blobs = 0
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        shape = self.layer_param.parameter_param.shape
+        if not self.blobs:
+            self.blobs = [Blob(shape, dtype=top[0].dtype)]
+            self.blobs[0].data[...] = 0
+        top[0].reshape(shape)
+
+    def reshape(self, bottom, top):
+        pass
+
+    def forward_impl(self, bottom, top):
+        top[0].share_data(self.blobs[0])
+        top[0].share_diff(self.blobs[0])

@@ -1,0 +1,136 @@
+"""BatchNorm and MVN: normalize to zero mean and unit variance per channel / per item.
+
+Both follow Caffe's arithmetic, including where eps enters (BatchNorm: sqrt(var + eps);
+MVN: std + eps) and Caffe's MVN backward, which treats the eps-shifted std as a constant.
+"""
+from ..blob import Blob
+from ..layer import NeuronLayer
+from ..proto import caffe_pb2
+from ..registry import register_layer
+
+
+@register_layer("BatchNorm")
+class BatchNormLayer(NeuronLayer):
+    """Per-channel normalization over (num, spatial) with running mean/variance blobs.
+
+    blobs: [mean sum, variance sum, scale factor]; the stored statistics are divided by the
+    scale factor (a running normalizer), which the forward pass in TRAIN keeps up to date.
+    """
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.batch_norm_param
+        self.moving_average_fraction = p.moving_average_fraction
+        self.use_global_stats = self.phase == caffe_pb2.TEST
+        if p.HasField("use_global_stats"):
+            self.use_global_stats = p.use_global_stats
+        self.channels = 1 if bottom[0].num_axes == 1 else bottom[0].shape[1]
+        self.eps = p.eps
+        if not self.blobs:
+            dt = bottom[0].dtype
+            self.blobs = [Blob((self.channels,), dt), Blob((self.channels,), dt), Blob((1,), dt)]
+            for b in self.blobs:
+                b.data[...] = 0
+        # The statistics are not learned: Caffe pins their lr_mult to 0.
+        for i in range(len(self.blobs)):
+            if len(self.layer_param.param) == i:
+                self.layer_param.param.add().lr_mult = 0.0
+            elif self.layer_param.param[i].lr_mult != 0:
+                raise self.error("Cannot configure batch normalization statistics as layer "
+                                 "parameters (param %d has lr_mult %g, must be 0)"
+                                 % (i, self.layer_param.param[i].lr_mult))
+
+    def reshape(self, bottom, top):
+        if bottom[0].num_axes < 2 or bottom[0].shape[1] != self.channels:
+            raise self.error("bottom %s must have %d channels along axis 1"
+                             % (bottom[0].shape_string(), self.channels))
+        top[0].reshape_like(bottom[0])
+
+    def _view(self, a, bottom):
+        """(num, channels, spatial) view of a bottom-shaped array."""
+        b = bottom[0]
+        return a.reshape(b.shape[0], self.channels, -1) if b.count() else a
+
+    def forward_impl(self, bottom, top):
+        b = bottom[0]
+        x = self._view(b.data, bottom)
+        n = b.shape[0] * x.shape[2]  # values per channel
+        if self.use_global_stats:
+            s = float(self.blobs[2].data.reshape(-1)[0])
+            factor = 0.0 if s == 0 else 1.0 / s
+            mean = self.blobs[0].data * factor
+            var = self.blobs[1].data * factor
+        else:
+            mean = (x.sum(axis=2) * (1.0 / n)).sum(axis=0)
+        centered = x - mean.reshape(1, -1, 1)
+        if not self.use_global_stats:
+            var = ((centered * centered).sum(axis=2) * (1.0 / n)).sum(axis=0)
+            maf = self.moving_average_fraction
+            self.blobs[2].data[...] = self.blobs[2].data * maf + 1
+            self.blobs[0].data[...] = mean + self.blobs[0].data * maf
+            m = b.count() // self.channels
+            correction = m / (m - 1.0) if m > 1 else 1.0
+            self.blobs[1].data[...] = var * correction + self.blobs[1].data * maf
+        self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
+        self.x_norm = centered / self.std
+        self._view(top[0].data, bottom)[...] = self.x_norm
+
+    def backward_impl(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        dy = self._view(top[0].diff, bottom)
+        if self.use_global_stats:
+            self._view(bottom[0].diff, bottom)[...] = dy / self.std
+            return
+        y = self.x_norm
+        n = y.shape[0] * y.shape[2]
+        # dx = (dy - mean(dy) - mean(dy * y) * y) / sqrt(var + eps), means per channel
+        dot = (y * dy).sum(axis=2).sum(axis=0).reshape(1, -1, 1)
+        total = dy.sum(axis=2).sum(axis=0).reshape(1, -1, 1)
+        g = dy - (y * dot + total) * (1.0 / n)
+        self._view(bottom[0].diff, bottom)[...] = g / self.std
+
+
+@register_layer("MVN")
+class MVNLayer(NeuronLayer):
+    """Subtract the mean (and divide by std + eps) per (item, channel) or per item."""
+
+    def reshape(self, bottom, top):
+        b = bottom[0]
+        top[0].reshape(b.num, b.channels, b.height, b.width)  # Caffe's legacy 4-D top
+
+    def _rows(self, a, bottom):
+        """(groups, values per group) view: one row per item or per (item, channel)."""
+        b = bottom[0]
+        groups = b.num if self.layer_param.mvn_param.across_channels else b.num * b.channels
+        return a.reshape(groups, -1) if groups else a.reshape(0, 0)
+
+    def forward_impl(self, bottom, top):
+        p = self.layer_param.mvn_param
+        x = self._rows(bottom[0].data, bottom)
+        dim = x.shape[1]
+        centered = x - (x.sum(axis=1) * (1.0 / max(dim, 1))).reshape(-1, 1)
+        if p.normalize_variance:
+            var = (centered * centered).sum(axis=1) * (1.0 / max(dim, 1))
+            self.std = (self.xp.sqrt(var) + p.eps).reshape(-1, 1)
+            centered = centered / self.std
+        self._rows(top[0].data, bottom)[...] = centered
+
+    def backward_impl(self, top, propagate_down, bottom):
+        if not propagate_down[0]:
+            return
+        p = self.layer_param.mvn_param
+        # Caffe's sequence of steps on the bottom diff; in place that buffer is also the top
+        # diff, which Caffe overwrites part way (reproduced by following the same steps).
+        dy = self._rows(top[0].diff, bottom)
+        g = self._rows(bottom[0].diff, bottom)
+        dim = max(dy.shape[1], 1)
+        if p.normalize_variance:
+            y = self._rows(top[0].data, bottom)
+            g[...] = y * dy
+            g[...] = g.sum(axis=1).reshape(-1, 1)
+            g *= y
+            g += dy.sum(axis=1).reshape(-1, 1)
+            g[...] = dy + g * (-1.0 / dim)
+            g /= self.std
+        else:
+            g[...] = dy - (dy.sum(axis=1) * (1.0 / dim)).reshape(-1, 1)

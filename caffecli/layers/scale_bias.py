@@ -1,0 +1,157 @@
+"""Scale and Bias: multiply / add a blob broadcast over bottom[0]'s axes [axis, axis+num_axes).
+
+The factor is a learned parameter (one bottom) or the second bottom. Bottom[0] is viewed as
+(outer, dim, inner) where dim spans the factor's axes.
+"""
+import copy
+
+from ..blob import Blob
+from ..fillers import fill
+from ..layer import Layer
+from ..proto import caffe_pb2
+from ..registry import create_layer, register_layer
+
+
+def _param_shape(layer, bottom, axis, num_axes, what):
+    """The shape of a learned scale/bias blob: bottom[0]'s axes from ``axis``, ``num_axes`` long."""
+    b = bottom[0]
+    axis = b.canonical_axis_index(axis)
+    if num_axes < -1:
+        raise layer.error("num_axes must be non-negative, or -1 to extend to the end of "
+                          "bottom[0], got %d" % num_axes)
+    if num_axes >= 0 and b.num_axes < axis + num_axes:
+        raise layer.error("%s blob's shape extends past bottom[0]'s shape %s when applied "
+                          "starting with bottom[0] axis = %d" % (what, b.shape_string(), axis))
+    return b.shape[axis:] if num_axes == -1 else b.shape[axis:axis + num_axes]
+
+
+def _broadcast_dims(layer, bottom, factor, axis, what):
+    """(outer, dim, inner) for applying ``factor`` to bottom[0] from ``axis``; checks shapes."""
+    b = bottom[0]
+    axis = 0 if factor.num_axes == 0 else b.canonical_axis_index(axis)
+    if b.num_axes < axis + factor.num_axes or \
+            b.shape[axis:axis + factor.num_axes] != factor.shape:
+        raise layer.error("dimension mismatch: %s blob %s does not match bottom[0] %s at "
+                          "axis %d" % (what, factor.shape_string(), b.shape_string(), axis))
+    return b.count(0, axis), factor.count(), b.count(axis + factor.num_axes)
+
+
+@register_layer("Bias")
+class BiasLayer(Layer):
+    """top = bottom[0] + bias (learned, or bottom[1]), broadcast."""
+
+    min_bottom_blobs = 1
+    max_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        if len(bottom) == 1 and not self.blobs:
+            p = self.layer_param.bias_param
+            shape = _param_shape(self, bottom, p.axis, p.num_axes, "bias")
+            self.blobs = [fill(Blob(shape, dtype=bottom[0].dtype), p.filler)]
+        self.param_propagate_down = [True] * len(self.blobs)
+
+    def reshape(self, bottom, top):
+        bias = bottom[1] if len(bottom) > 1 else self.blobs[0]
+        self.dims = _broadcast_dims(self, bottom, bias, self.layer_param.bias_param.axis, "bias")
+        if top[0] is not bottom[0]:
+            top[0].reshape_like(bottom[0])
+
+    def forward_impl(self, bottom, top):
+        bias = (bottom[1] if len(bottom) > 1 else self.blobs[0]).data
+        outer, dim, inner = self.dims
+        y = top[0].data.reshape(outer, dim, inner)
+        if top[0] is not bottom[0]:
+            y[...] = bottom[0].data.reshape(outer, dim, inner)
+        y += bias.reshape(1, dim, 1)
+
+    def backward_impl(self, top, propagate_down, bottom):
+        if propagate_down[0] and top[0] is not bottom[0]:
+            bottom[0].diff[...] = top[0].diff
+        learned = len(bottom) == 1
+        if (learned and self.param_propagate_down[0]) or (not learned and propagate_down[1]):
+            outer, dim, inner = self.dims
+            total = top[0].diff.reshape(outer, dim, inner).sum(axis=(0, 2))
+            if learned:
+                self.blobs[0].diff.reshape(-1)[...] += total
+            else:
+                bottom[1].diff.reshape(-1)[...] = total
+
+
+@register_layer("Scale")
+class ScaleLayer(Layer):
+    """top = bottom[0] * scale (learned, default 1, or bottom[1]), plus an optional bias."""
+
+    min_bottom_blobs = 1
+    max_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.scale_param
+        if len(bottom) == 1 and not self.blobs:
+            shape = _param_shape(self, bottom, p.axis, p.num_axes, "scale")
+            filler = p.filler if p.HasField("filler") else \
+                caffe_pb2.FillerParameter(type="constant", value=1)
+            self.blobs = [fill(Blob(shape, dtype=bottom[0].dtype), filler)]
+        self.bias_layer = None
+        if p.bias_term:
+            # A Bias layer applied in place to the top, as Caffe builds it.
+            bp = copy.deepcopy(self.layer_param)
+            bp.type = "Bias"
+            bp.bias_param.axis = p.axis
+            bp.bias_param.num_axes = bottom[1].num_axes if len(bottom) > 1 else p.num_axes
+            bp.bias_param.filler.CopyFrom(p.bias_filler)
+            self.bias_layer = create_layer(bp)
+            self.bias_layer.setup([bottom[0]], top)
+            if len(self.blobs) + len(bottom) < 3:
+                self.bias_param_id = len(self.blobs)
+                self.blobs.append(self.bias_layer.blobs[0])
+            else:  # the bias came with the layer's blobs
+                self.bias_param_id = len(self.blobs) - 1
+                self.bias_layer.blobs[0] = self.blobs[self.bias_param_id]
+        self.param_propagate_down = [True] * len(self.blobs)
+
+    def reshape(self, bottom, top):
+        scale = bottom[1] if len(bottom) > 1 else self.blobs[0]
+        self.dims = _broadcast_dims(self, bottom, scale, self.layer_param.scale_param.axis,
+                                    "scale")
+        if top[0] is not bottom[0]:
+            top[0].reshape_like(bottom[0])
+        if self.bias_layer is not None:
+            self.bias_layer.reshape([top[0]], top)
+
+    def forward_impl(self, bottom, top):
+        scale = (bottom[1] if len(bottom) > 1 else self.blobs[0]).data
+        outer, dim, inner = self.dims
+        x = bottom[0].data.reshape(outer, dim, inner)
+        if top[0] is bottom[0]:  # keep the input for the scale gradient
+            self.bottom_copy = x.copy()
+        top[0].data.reshape(outer, dim, inner)[...] = x * scale.reshape(1, dim, 1)
+        if self.bias_layer is not None:
+            self.bias_layer.forward([top[0]], top)
+
+    def backward_impl(self, top, propagate_down, bottom):
+        if self.bias_layer is not None and self.param_propagate_down[-1]:
+            self.bias_layer.backward(top, [False], [top[0]])
+        learned = len(bottom) == 1
+        scale = self.blobs[0] if learned else bottom[1]
+        outer, dim, inner = self.dims
+        dy = top[0].diff.reshape(outer, dim, inner)
+        in_place = top[0] is bottom[0]
+        if (learned and self.param_propagate_down[0]) or (not learned and propagate_down[1]):
+            x = self.bottom_copy if in_place else bottom[0].data.reshape(outer, dim, inner)
+            product = dy * x
+            total = product.sum(axis=(0, 2))
+            # Caffe accumulates into a learned scale's diff except where its outer dimension
+            # is 1 and it writes the sums directly (element-wise or vector scale).
+            overwrite = not learned or (outer == 1 and (inner == 1 or dim > 1))
+            if overwrite:
+                scale.diff.reshape(-1)[...] = total
+            else:
+                scale.diff.reshape(-1)[...] += total
+            if not in_place and outer * inner != 1 and not propagate_down[0]:
+                # Caffe keeps this product in bottom[0]'s diff as scratch space.
+                bottom[0].diff.reshape(outer, dim, inner)[...] = product
+        if propagate_down[0]:
+            g = dy * scale.data.reshape(1, dim, 1)
+            bottom[0].diff.reshape(outer, dim, inner)[...] = g
