@@ -58,7 +58,11 @@ def conv_geometry(layer, p, num_spatial):
 
 
 class _ColumnMaker:
-    """im2col into a (C, *kernel, n, *grid) buffer and col2im back, reusing buffers."""
+    """im2col into a (C, *kernel, *grid, n) buffer and col2im back, reusing buffers.
+
+    The batch is the innermost axis so that, at stride 1, every copy and every col2im add
+    runs over stretches of out_width * n contiguous values.
+    """
 
     def __init__(self, kernel, stride, pad, dilation):
         self.kernel, self.stride, self.pad, self.dilation = kernel, stride, pad, dilation
@@ -72,8 +76,6 @@ class _ColumnMaker:
         self.grid_shape = list(grid_shape)
         self.padded = ic.padded_shape(img_shape, grid_shape, self.kernel, self.pad,
                                       self.stride, self.dilation)
-        self.trivial = (self.padded == self.img_shape and all(s == 1 for s in self.stride)
-                        and all(k == 1 for k in self.kernel))
 
     def _col_buffer(self, xp, size, dtype):
         if (self._col is None or self._col.size < size or self._col.dtype != dtype
@@ -81,36 +83,30 @@ class _ColumnMaker:
             self._col = xp.empty(size, dtype=dtype)
         return self._col[:size]
 
+    def _batch_last(self, a):
+        """(n, C, *sp) -> (C, *sp, n) view."""
+        return a.transpose(tuple(range(1, a.ndim)) + (0,))
+
     def im2col(self, xp, x):
-        """x: (n, C, *img) -> contiguous columns (C, *kernel, n, *grid)."""
+        """x: (n, C, *img) -> contiguous columns (C, *kernel, *grid, n)."""
         n = x.shape[0]
-        d = len(self.kernel)
-        if self.trivial:
-            src = x
-        else:
-            buf = self._pad_in.get(xp, (n, self.channels), self.padded, x.dtype)
-            ic.interior(buf, self.pad, self.img_shape)[...] = x
-            src = buf
-        win = ic.windows(xp, src, self.kernel, self.stride, self.dilation, self.grid_shape)
-        order = (1,) + tuple(range(2, 2 + d)) + (0,) + tuple(range(2 + d, 2 + 2 * d))
-        shape = (self.channels,) + tuple(self.kernel) + (n,) + tuple(self.grid_shape)
-        col = self._col_buffer(xp, _prod(shape), x.dtype).reshape(shape)
-        col[...] = win.transpose(order)
+        buf = self._pad_in.get(xp, (self.channels,), tuple(self.padded) + (n,), x.dtype)
+        ic.interior(buf, self.pad, self.img_shape, lead_axes=1)[...] = self._batch_last(x)
+        win = ic.windows(xp, buf, self.kernel, self.stride, self.dilation, self.grid_shape,
+                         lead_axes=1, trail_axes=1)
+        col = self._col_buffer(xp, win.size, x.dtype).reshape(win.shape)
+        col[...] = win
+        self.last_col = col
         return col
 
     def col2im(self, xp, col, out):
-        """col: (C, *kernel, n, *grid) -> out (n, C, *img) = sum of the windows (set, not added)."""
-        d = len(self.kernel)
-        n = col.shape[1 + d]
-        if self.trivial:
-            out[...] = col.reshape((self.channels, n) + tuple(self.img_shape)).swapaxes(0, 1)
-            return out
-        buf = self._pad_out.get(xp, (self.channels, n), self.padded, col.dtype)
+        """col: (C, *kernel, *grid, n) -> out (n, C, *img) = sum of the windows (set)."""
+        n = col.shape[-1]
+        buf = self._pad_out.get(xp, (self.channels,), tuple(self.padded) + (n,), col.dtype)
         buf[...] = 0
-        order = (0, 1 + d) + tuple(range(1, 1 + d)) + tuple(range(2 + d, 2 + 2 * d))
-        ic.col2im_add(buf, col.transpose(order), self.kernel, self.stride, self.dilation,
-                      self.grid_shape)
-        out[...] = ic.interior(buf, self.pad, self.img_shape).swapaxes(0, 1)
+        ic.col2im_add(buf, col, self.kernel, self.stride, self.dilation, self.grid_shape,
+                      lead_axes=1, trail_axes=1)
+        self._batch_last(out)[...] = ic.interior(buf, self.pad, self.img_shape, lead_axes=1)
         return out
 
 
@@ -235,11 +231,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
             y = t.data.reshape(self.num, m, P)
             for n0, n1 in self._chunks():
                 nb = n1 - n0
-                col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim, nb * P)
-                out = xp.matmul(w, col)  # (g, m/g, nb*P)
-                y[n0:n1] = out.reshape(m, nb, P).swapaxes(0, 1)
+                col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim, P * nb)
+                out = xp.matmul(w, col)  # (g, m/g, P*nb)
+                y[n0:n1] = out.reshape(m, P, nb).transpose(2, 0, 1)
             if self.bias_term:
                 y += self.blobs[1].data.reshape(1, m, 1)
+        # the columns of the last bottom stay valid for its weight gradient
+        self._cached = (len(bottom) == 1 and self.chunk >= self.num)
 
     def backward_impl(self, top, propagate_down, bottom):
         xp = self.xp
@@ -257,13 +255,19 @@ class ConvolutionLayer(BaseConvolutionLayer):
             wdiff = self.blobs[0].diff.reshape(w.shape)
             for n0, n1 in self._chunks():
                 nb = n1 - n0
-                dyt = xp.ascontiguousarray(dy[n0:n1].swapaxes(0, 1)).reshape(g, m // g, nb * P)
+                dyt = xp.ascontiguousarray(dy[n0:n1].transpose(1, 2, 0)).reshape(
+                    g, m // g, P * nb)
                 if need_w:
-                    col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim, nb * P)
+                    if getattr(self, "_cached", False):
+                        col = self.cols.last_col.reshape(g, self.kernel_dim, P * nb)
+                    else:
+                        col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim,
+                                                                     P * nb)
                     wdiff += xp.matmul(dyt, col.transpose(0, 2, 1))
                 if down:
-                    dcol = xp.matmul(w.transpose(0, 2, 1), dyt)  # (g, kdim, nb*P)
-                    shape = (self.channels,) + tuple(self.kernel) + (nb,) + tuple(self.out_shape)
+                    dcol = xp.matmul(w.transpose(0, 2, 1), dyt)  # (g, kdim, P*nb)
+                    shape = ((self.channels,) + tuple(self.kernel) + tuple(self.out_shape)
+                             + (nb,))
                     self.cols.col2im(xp, dcol.reshape(shape), dx[n0:n1])
 
 
@@ -278,9 +282,15 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 zip(in_shape, self.stride, ic.kernel_extent(self.kernel, self.dilation),
                     self.pad)]
 
+    def _batch_last(self, x, n0, n1):
+        """x[n0:n1] (n, c, Pin) as a contiguous (g, c/g, Pin*n) matrix stack."""
+        c = self.channels
+        return self.xp.ascontiguousarray(x[n0:n1].transpose(1, 2, 0)).reshape(
+            self.group, c // self.group, -1)
+
     def forward_impl(self, bottom, top):
         xp = self.xp
-        g, c, m = self.group, self.channels, self.num_output
+        c, m = self.channels, self.num_output
         Pin = _prod(self.in_shape)
         w = self._grouped_weight()  # (g, c/g, kdim)
         for b, t in zip(bottom, top):
@@ -288,9 +298,8 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             y = t.data.reshape((self.num, m) + tuple(self.out_shape))
             for n0, n1 in self._chunks():
                 nb = n1 - n0
-                xt = xp.ascontiguousarray(x[n0:n1].swapaxes(0, 1)).reshape(g, c // g, nb * Pin)
-                col = xp.matmul(w.transpose(0, 2, 1), xt)  # (g, kdim, nb*Pin)
-                shape = (m,) + tuple(self.kernel) + (nb,) + tuple(self.in_shape)
+                col = xp.matmul(w.transpose(0, 2, 1), self._batch_last(x, n0, n1))
+                shape = (m,) + tuple(self.kernel) + tuple(self.in_shape) + (nb,)
                 self.cols.col2im(xp, col.reshape(shape), y[n0:n1])
             if self.bias_term:
                 y2 = t.data.reshape(self.num, m, -1)
@@ -298,7 +307,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
 
     def backward_impl(self, top, propagate_down, bottom):
         xp = self.xp
-        g, c, m = self.group, self.channels, self.num_output
+        c, m = self.channels, self.num_output
         Pin = _prod(self.in_shape)
         w = self._grouped_weight()
         need_w = self.param_propagate_down[0]
@@ -312,14 +321,13 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             wdiff = self.blobs[0].diff.reshape(w.shape)
             for n0, n1 in self._chunks():
                 nb = n1 - n0
-                col = self.cols.im2col(xp, dy[n0:n1]).reshape(g, self.kernel_dim, nb * Pin)
+                col = self.cols.im2col(xp, dy[n0:n1]).reshape(self.group, self.kernel_dim,
+                                                              Pin * nb)
                 if need_w:
-                    xt = xp.ascontiguousarray(x[n0:n1].swapaxes(0, 1)).reshape(g, c // g,
-                                                                               nb * Pin)
-                    wdiff += xp.matmul(xt, col.transpose(0, 2, 1))
+                    wdiff += xp.matmul(self._batch_last(x, n0, n1), col.transpose(0, 2, 1))
                 if down:
-                    out = xp.matmul(w, col)  # (g, c/g, nb*Pin)
-                    dx[n0:n1] = out.reshape(c, nb, Pin).swapaxes(0, 1)
+                    out = xp.matmul(w, col)  # (g, c/g, Pin*nb)
+                    dx[n0:n1] = out.reshape(c, Pin, nb).transpose(2, 0, 1)
 
 
 @register_layer("Im2col")
