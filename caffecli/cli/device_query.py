@@ -1,0 +1,49 @@
+"""``caffecli device_query``: print a CUDA device's properties (Caffe::DeviceQuery's lines)."""
+from .. import glog
+from ..errors import CaffeError
+from .devices import parse_gpus
+
+_FIELDS = [
+    ("Major revision number:         ", "major"),
+    ("Minor revision number:         ", "minor"),
+    ("Name:                          ", "name"),
+    ("Total global memory:           ", "totalGlobalMem"),
+    ("Total shared memory per block: ", "sharedMemPerBlock"),
+    ("Total registers per block:     ", "regsPerBlock"),
+    ("Warp size:                     ", "warpSize"),
+    ("Maximum memory pitch:          ", "memPitch"),
+    ("Maximum threads per block:     ", "maxThreadsPerBlock"),
+    ("Maximum dimension of block:    ", "maxThreadsDim"),
+    ("Maximum dimension of grid:     ", "maxGridSize"),
+    ("Clock rate:                    ", "clockRate"),
+    ("Total constant memory:         ", "totalConstMem"),
+    ("Texture alignment:             ", "textureAlignment"),
+    ("Concurrent copy and execution: ", "deviceOverlap"),
+    ("Number of multiprocessors:     ", "multiProcessorCount"),
+    ("Kernel execution timeout:      ", "kernelExecTimeoutEnabled"),
+]
+_YES_NO = {"deviceOverlap", "kernelExecTimeoutEnabled"}
+
+
+def _show(value, key):
+    if isinstance(value, bytes):
+        value = value.decode(errors="replace")
+    if isinstance(value, (tuple, list)):
+        return ", ".join(str(v) for v in value)
+    if key in _YES_NO:
+        return "Yes" if value else "No"
+    return str(value)
+
+
+def run_device_query(gpu):
+    """Log each requested device's properties; unusable GPUs raise CaffeError."""
+    if not gpu:
+        raise CaffeError("Need a GPU to query (--gpu N, --gpu 0,1 or --gpu all).")
+    glog.info("caffe.cpp:138", "Querying GPUs " + gpu)
+    for device in parse_gpus(gpu):
+        import cupy
+        props = cupy.cuda.runtime.getDeviceProperties(device)
+        glog.info("common.cpp:178", "Device id:                     %d" % device)
+        for label, key in _FIELDS:
+            glog.info("common.cpp:179", label + _show(props.get(key, "?"), key))
+    return 0

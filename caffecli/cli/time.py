@@ -1,0 +1,76 @@
+"""``caffecli time``: benchmark forward and backward, layer by layer (caffe.cpp's time()).
+
+Like Caffe, the net is run as built (inputs hold whatever the fillers or zeros left there), every
+layer's backward is called in the timed loop, and times are microsecond wall clock (GPU work is
+synchronized before each reading).
+"""
+import time as _clock
+
+import numpy
+
+from .. import glog
+from ..errors import CaffeError
+from ..net import Net, TRAIN
+from .devices import parse_gpus, synchronize, use_single_device
+
+
+def _ms(seconds):
+    """Seconds to milliseconds at the microsecond resolution of Caffe's CPU timer."""
+    return round(seconds * 1e6) / 1000.0
+
+
+def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
+    """Time ``model``; return {"forward": ms, "backward": ms, "forward_backward": ms} averages."""
+    if not model:
+        raise CaffeError("Need a model definition to time (--model).")
+    use_single_device(parse_gpus(gpu), 343, 339)
+    net = Net(model, phase, level=level, stages=list(stages))
+    glog.info("caffe.cpp:351", "Performing Forward")
+    initial_loss = net.forward_pass()
+    glog.info("caffe.cpp:356", "Initial loss: " + glog.fmt(numpy.float32(initial_loss)))
+    glog.info("caffe.cpp:357", "Performing Backward")
+    net.backward_pass()
+    layers = net.layers
+    glog.info("caffe.cpp:365", "*** Benchmark begins ***")
+    glog.info("caffe.cpp:366", "Testing for %d iterations." % iterations)
+    synchronize()
+    clock = _clock.perf_counter
+    total_start = clock()
+    forward_us = [0.0] * len(layers)
+    backward_us = [0.0] * len(layers)
+    forward_time = backward_time = 0.0
+    for j in range(iterations):
+        iter_start = fwd_start = clock()
+        for i, layer in enumerate(layers):
+            t = clock()
+            layer.forward(net.bottom_vecs[i], net.top_vecs[i])
+            synchronize()
+            forward_us[i] += _ms(clock() - t) * 1000
+        forward_time += _ms(clock() - fwd_start) * 1000
+        bwd_start = clock()
+        for i in range(len(layers) - 1, -1, -1):
+            t = clock()
+            layers[i].backward(net.top_vecs[i], net.bottom_need_backward[i], net.bottom_vecs[i])
+            synchronize()
+            backward_us[i] += _ms(clock() - t) * 1000
+        backward_time += _ms(clock() - bwd_start) * 1000
+        glog.info("caffe.cpp:394", "Iteration: %d forward-backward time: %s ms."
+                  % (j + 1, glog.fmt(_ms(clock() - iter_start))))
+    glog.info("caffe.cpp:397", "Average time per layer: ")
+    n = iterations or float("nan")  # Caffe divides by zero too
+    for i, layer in enumerate(layers):
+        name = layer.layer_param.name
+        glog.info("caffe.cpp:400", "%10s\tforward: %s ms."
+                  % (name, glog.fmt(forward_us[i] / 1000 / n)))
+        glog.info("caffe.cpp:403", "%10s\tbackward: %s ms."
+                  % (name, glog.fmt(backward_us[i] / 1000 / n)))
+    total_ms = _ms(clock() - total_start)
+    result = {"forward": forward_time / 1000 / n, "backward": backward_time / 1000 / n,
+              "forward_backward": total_ms / n}
+    glog.info("caffe.cpp:408", "Average Forward pass: %s ms." % glog.fmt(result["forward"]))
+    glog.info("caffe.cpp:410", "Average Backward pass: %s ms." % glog.fmt(result["backward"]))
+    glog.info("caffe.cpp:412", "Average Forward-Backward: %s ms."
+              % glog.fmt(result["forward_backward"]))
+    glog.info("caffe.cpp:414", "Total Time: %s ms." % glog.fmt(total_ms))
+    glog.info("caffe.cpp:415", "*** Benchmark ends ***")
+    return result

@@ -1,0 +1,144 @@
+"""``caffecli train``: train or finetune a model from a solver prototxt (caffe.cpp's train())."""
+import signal
+import sys
+
+from .. import backend, glog
+from ..errors import CaffeError
+from ..proto import caffe_pb2
+from ..proto.io import read_solver_param
+from .devices import device_name, parse_gpus
+
+EFFECTS = ("stop", "snapshot", "none")
+
+
+def requested_action(flag, value):
+    """Validate a ``-sigint_effect`` / ``-sighup_effect`` value."""
+    if value not in EFFECTS:
+        raise CaffeError('Invalid signal effect "%s" was specified (--%s takes %s)'
+                         % (value, flag, ", ".join(EFFECTS)))
+    return value
+
+
+class SignalHandler:
+    """SIGINT/SIGHUP set flags; ``action()`` returns the configured effect once per signal.
+
+    SIGHUP is checked first, as Caffe's SignalHandler does. Handlers are restored on close().
+    """
+
+    def __init__(self, sigint_effect="stop", sighup_effect="snapshot"):
+        self.effects = {"SIGINT": sigint_effect, "SIGHUP": sighup_effect}
+        self.got = {"SIGINT": False, "SIGHUP": False}
+        self.previous = {}
+        for name in ("SIGINT", "SIGHUP"):
+            signum = getattr(signal, name, None)
+            if signum is None:
+                continue
+            try:
+                self.previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: no handlers, training still works
+                pass
+
+    def _handle(self, signum, frame):
+        self.got[signal.Signals(signum).name] = True
+
+    def action(self):
+        for name in ("SIGHUP", "SIGINT"):
+            if self.got[name]:
+                self.got[name] = False
+                return self.effects[name]
+        return "none"
+
+    def close(self):
+        for signum, handler in self.previous.items():
+            try:
+                signal.signal(signum, handler)
+            except (ValueError, TypeError):
+                pass
+        self.previous = {}
+
+
+class Progress:
+    """A tqdm bar of iterations, only when stderr is a terminal (log lines print above it)."""
+
+    def __init__(self, solver):
+        self.solver, self.bar = solver, None
+        try:
+            tty = sys.stderr.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        if tty:
+            from tqdm import tqdm
+            self.bar = tqdm(total=solver.param.max_iter, initial=solver.iter, unit="iter",
+                            dynamic_ncols=True, leave=False, file=sys.stderr)
+
+    def update(self):
+        if self.bar is not None:
+            self.bar.update(self.solver.iter - self.bar.n)
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+
+
+def _select_devices(param, gpu_flag):
+    """caffe.cpp: -gpu, else the solver's solver_mode/device_id; log and set the mode."""
+    if not gpu_flag and param.HasField("solver_mode") and \
+            param.solver_mode == caffe_pb2.SolverParameter.GPU:
+        gpu_flag = str(param.device_id) if param.HasField("device_id") else "0"
+    gpus = parse_gpus(gpu_flag)
+    if not gpus:
+        glog.info("caffe.cpp:197", "Use CPU.")
+        backend.set_mode_cpu()
+        return gpus
+    glog.info("caffe.cpp:204", "Using GPUs " + ", ".join(str(g) for g in gpus))
+    for g in gpus:
+        glog.info("caffe.cpp:209", "GPU %d: %s" % (g, device_name(g)))
+    param.device_id = gpus[0]
+    backend.set_device(gpus[0])
+    backend.set_mode_gpu()
+    return gpus
+
+
+def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",),
+              sigint_effect="stop", sighup_effect="snapshot"):
+    """Train as ``caffe train`` does; return the exit status (0)."""
+    if not solver_path:
+        raise CaffeError("Need a solver definition to train (--solver).")
+    if snapshot and weights:
+        raise CaffeError("Give a snapshot to resume training or weights to finetune but not both.")
+    sigint_effect = requested_action("sigint_effect", sigint_effect)
+    sighup_effect = requested_action("sighup_effect", sighup_effect)
+    param = read_solver_param(solver_path)
+    param.train_state.level = level
+    param.train_state.stage.extend(stages)
+    gpus = _select_devices(param, gpu)
+    if len(gpus) > 1:
+        raise CaffeError("multi-GPU training (-gpu %s) is not supported by this build; "
+                         "give one device id" % gpu)
+    handler = SignalHandler(sigint_effect, sighup_effect)
+    progress = None
+    try:
+        if snapshot or weights:
+            del param.weights[:]
+        if weights:
+            param.weights.extend(w for w in weights.split(",") if w)
+        from ..solvers import get_solver
+        solver = get_solver(param)
+        progress = Progress(solver)
+
+        def action():
+            progress.update()
+            return handler.action()
+        solver.action_request = action
+        if snapshot:
+            glog.info("caffe.cpp:235", "Resuming from " + snapshot)
+            solver.restore(snapshot)
+        glog.info("caffe.cpp:239", "Starting Optimization")
+        solver.solve()
+        progress.update()
+    finally:
+        if progress is not None:
+            progress.close()
+        handler.close()
+    glog.info("caffe.cpp:250", "Optimization Done.")
+    return 0
