@@ -1,0 +1,224 @@
+"""RNN, LSTM and LSTMUnit: gradients, parameter layout, hidden-state handling, golden cases."""
+import numpy
+import pytest
+
+from caffecli.blob import Blob
+from caffecli.errors import CaffeError
+from gradcheck import blobs_from, check_gradient, make_layer
+from golden import case_names, run_layer_case
+
+FILLERS = ('weight_filler { type: "uniform" min: -0.5 max: 0.5 } '
+           'bias_filler { type: "uniform" min: -0.5 max: 0.5 }')
+
+
+def rec(kind, H=3, extra=""):
+    return 'type: "%s" recurrent_param { num_output: %d %s %s }' % (kind, H, FILLERS, extra)
+
+
+def inputs(T=3, N=2, D=4, seed=0):
+    r = numpy.random.RandomState(seed)
+    x = r.uniform(-1, 1, (T, N, D))
+    cont = numpy.ones((T, N))
+    cont[0] = 0           # a fresh sequence in every stream: forward passes stay independent
+    cont[T // 2 + 1:, 0] = 0 if T > 2 else 1
+    return x, cont
+
+
+def setup(text, arrays, n_tops=1, dtype=numpy.float64):
+    layer = make_layer(text)
+    bottom = blobs_from(arrays, dtype)
+    top = [Blob(dtype=dtype) for _ in range(n_tops)]
+    layer.setup(bottom, top)
+    return layer, bottom, top
+
+
+# ---- golden -----------------------------------------------------------------------------
+@pytest.mark.parametrize("name", case_names({"lstm", "rnn", "lstmunit"}) or ["<none>"])
+def test_golden(name):
+    if name == "<none>":
+        pytest.skip("no golden corpus")
+    run_layer_case(name)
+
+
+# ---- parameter layout ---------------------------------------------------------------------
+def test_lstm_param_shapes_match_unrolled_net():
+    x, cont = inputs(D=4)
+    layer, _, top = setup(rec("LSTM", 5), [x, cont])
+    assert [b.shape for b in layer.blobs] == [(20, 4), (20,), (20, 5)]
+    assert top[0].shape == (3, 2, 5)
+    xs = numpy.zeros((2, 3, 2))
+    layer, _, _ = setup(rec("LSTM", 5), [x, cont, xs])
+    assert [b.shape for b in layer.blobs] == [(20, 4), (20,), (20, 6), (20, 5)]
+
+
+def test_rnn_param_shapes_match_unrolled_net():
+    x, cont = inputs(D=4)
+    layer, _, top = setup(rec("RNN", 5), [x, cont])
+    assert [b.shape for b in layer.blobs] == [(5, 4), (5,), (5, 5), (5, 5), (5,)]
+    layer, _, _ = setup(rec("RNN", 5), [x, cont, numpy.zeros((2, 7))])
+    assert [b.shape for b in layer.blobs] == [(5, 4), (5,), (5, 7), (5, 5), (5, 5), (5,)]
+
+
+def test_input_with_more_axes_is_flattened():
+    x = numpy.random.RandomState(1).uniform(-1, 1, (2, 3, 2, 2))
+    layer, _, top = setup(rec("LSTM", 2), [x, numpy.ones((2, 3))])
+    assert layer.blobs[0].shape == (8, 4) and top[0].shape == (2, 3, 2)
+
+
+# ---- gradients ----------------------------------------------------------------------------
+@pytest.mark.parametrize("kind", ["LSTM", "RNN"])
+def test_gradient(kind):
+    x, cont = inputs(T=3, N=2, D=3)
+    assert check_gradient(rec(kind, 3), [x, cont], check_bottoms=[0]) > 0
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "RNN"])
+def test_gradient_static_input(kind):
+    x, cont = inputs(T=3, N=2, D=2)
+    xs = numpy.random.RandomState(3).uniform(-1, 1, (2, 3))
+    assert check_gradient(rec(kind, 2), [x, cont, xs], check_bottoms=[0, 2]) > 0
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "RNN"])
+def test_gradient_float32(kind):
+    x, cont = inputs(T=2, N=2, D=2)
+    assert check_gradient(rec(kind, 2), [x, cont], check_bottoms=[0], dtype=numpy.float32,
+                          stepsize=1e-2, threshold=1e-2) > 0
+
+
+def test_gradient_nonbinary_cont():
+    x, cont = inputs(T=3, N=2, D=2)
+    cont[1:] = 0.5
+    assert check_gradient(rec("RNN", 2), [x, cont], check_bottoms=[0]) > 0
+
+
+def test_lstm_unit_gradient():
+    r = numpy.random.RandomState(4)
+    c_prev = r.uniform(-1, 1, (1, 3, 4))
+    gates = r.uniform(-2, 2, (1, 3, 16))
+    cont = numpy.array([[1.0, 0.0, 1.0]])
+    assert check_gradient('type: "LSTMUnit"', [c_prev, gates, cont], n_tops=2,
+                          check_bottoms=[0, 1]) > 0
+
+
+def test_lstm_unit_forward_formula():
+    r = numpy.random.RandomState(5)
+    c_prev = r.uniform(-1, 1, (1, 2, 3))
+    X = r.uniform(-2, 2, (1, 2, 12))
+    cont = numpy.array([[1.0, 0.0]])
+    layer, bottom, top = setup('type: "LSTMUnit"', [c_prev, X, cont], n_tops=2)
+    layer.forward(bottom, top)
+    sig = lambda v: 1 / (1 + numpy.exp(-v))
+    i, f, o, g = sig(X[..., :3]), sig(X[..., 3:6]), sig(X[..., 6:9]), numpy.tanh(X[..., 9:])
+    f = f * cont[..., None]
+    c = f * c_prev + i * g
+    numpy.testing.assert_allclose(top[0].data, c, rtol=1e-12)
+    numpy.testing.assert_allclose(top[1].data, o * numpy.tanh(c), rtol=1e-12)
+
+
+def test_lstm_unit_refuses_cont_gradient_and_bad_shapes():
+    layer, bottom, top = setup('type: "LSTMUnit"', [numpy.zeros((1, 2, 3)),
+                                                    numpy.zeros((1, 2, 12)),
+                                                    numpy.ones((1, 2))], n_tops=2)
+    layer.forward(bottom, top)
+    with pytest.raises(CaffeError, match="sequence indicators"):
+        layer.backward(top, [True, True, True], bottom)
+    with pytest.raises(CaffeError, match="LSTMUnit"):
+        setup('type: "LSTMUnit"', [numpy.zeros((1, 2, 3)), numpy.zeros((1, 2, 10)),
+                                   numpy.ones((1, 2))], n_tops=2)
+
+
+# ---- hidden state -------------------------------------------------------------------------
+def _forward(layer, arrays):
+    bottom = blobs_from(arrays, numpy.float64)
+    top = [Blob(dtype=numpy.float64) for _ in range(layer.exact_num_top_blobs)]
+    layer.setup(bottom, top) if not hasattr(layer, "T") else layer.reshape(bottom, top)
+    layer.forward(bottom, top)
+    return [t.data.copy() for t in top]
+
+
+@pytest.mark.parametrize("kind,states", [("LSTM", 2), ("RNN", 1)])
+def test_state_carries_between_forward_passes(kind, states):
+    r = numpy.random.RandomState(6)
+    x = r.uniform(-1, 1, (4, 2, 3))
+    cont = numpy.ones((4, 2))
+    whole = make_layer(rec(kind, 3))
+    full = _forward(whole, [x, cont])[0]
+    half = make_layer(rec(kind, 3))
+    half.blobs = whole.blobs  # same weights
+    # Preloaded blobs: setup keeps them.
+    first = _forward(half, [x[:2], cont[:2]])[0]
+    second = _forward(half, [x[2:], cont[2:]])[0]
+    numpy.testing.assert_allclose(numpy.concatenate([first, second]), full, rtol=1e-12)
+
+
+@pytest.mark.parametrize("kind,states", [("LSTM", 2), ("RNN", 1)])
+def test_expose_hidden_matches_chained_passes(kind, states):
+    r = numpy.random.RandomState(7)
+    x = r.uniform(-1, 1, (4, 2, 3))
+    cont = numpy.ones((4, 2))
+    cont[0, 1] = 0
+    whole = make_layer(rec(kind, 3))
+    full = _forward(whole, [x, cont])[0]
+    exposed = make_layer(rec(kind, 3, "expose_hidden: true"))
+    exposed.blobs = whole.blobs
+    zeros = [numpy.zeros((1, 2, 3))] * states
+    out1 = _forward(exposed, [x[:2], cont[:2]] + zeros)
+    assert len(out1) == 1 + states and out1[1].shape == (1, 2, 3)
+    if kind == "LSTM":
+        numpy.testing.assert_allclose(out1[1][0], out1[0][-1])  # h_T is the last output
+    out2 = _forward(exposed, [x[2:], cont[2:]] + out1[1:])
+    numpy.testing.assert_allclose(numpy.concatenate([out1[0], out2[0]]), full, rtol=1e-12)
+
+
+def test_expose_hidden_gradient_wrt_x_ignores_state_tops():
+    """As in Caffe, the h_T/c_T tops carry no gradient and h_0/c_0 bottoms receive none."""
+    r = numpy.random.RandomState(8)
+    x, cont = inputs(T=3, N=2, D=2)
+    h0, c0 = r.uniform(-1, 1, (1, 2, 2)), r.uniform(-1, 1, (1, 2, 2))
+    layer, bottom, top = setup(rec("LSTM", 2, "expose_hidden: true"), [x, cont, h0, c0], 3)
+    w = r.uniform(-1, 1, top[0].shape)
+
+    def objective():
+        layer.forward(bottom, top)
+        return float((top[0].data * w).sum())
+    objective()
+    top[0].diff[...] = w
+    top[1].diff[...] = 5.0
+    top[2].diff[...] = -3.0
+    layer.backward(top, [True, False, False, False], bottom)
+    assert not bottom[2].diff.any() and not bottom[3].diff.any()
+    analytic = bottom[0].diff.copy()
+    flat = bottom[0].data.reshape(-1)
+    for k in range(flat.size):
+        x0 = flat[k]
+        flat[k] = x0 + 1e-5
+        pos = objective()
+        flat[k] = x0 - 1e-5
+        neg = objective()
+        flat[k] = x0
+        assert abs((pos - neg) / 2e-5 - analytic.reshape(-1)[k]) < 1e-6
+
+
+# ---- errors -------------------------------------------------------------------------------
+def test_errors_name_the_layer():
+    x, cont = inputs()
+    with pytest.raises(CaffeError, match="cont"):
+        setup(rec("LSTM"), [x, numpy.ones((3, 5))])
+    with pytest.raises(CaffeError, match="num_output"):
+        setup('type: "RNN" recurrent_param { }', [x, cont])
+    with pytest.raises(CaffeError, match="RNN"):
+        setup(rec("RNN"), [numpy.zeros(5), numpy.ones((5, 1))])
+    with pytest.raises(CaffeError, match="static"):
+        setup(rec("LSTM"), [x, cont, numpy.zeros((3, 2))])
+    with pytest.raises(CaffeError, match="shape mismatch"):
+        setup(rec("LSTM", 3, "expose_hidden: true"), [x, cont, numpy.zeros((1, 2, 3)),
+                                                      numpy.zeros((1, 2, 4))], 3)
+    with pytest.raises(CaffeError, match="blob"):
+        setup(rec("LSTM", 3, "expose_hidden: true"), [x, cont], 3)
+    layer, bottom, top = setup(rec("LSTM"), [x, cont])
+    layer.forward(bottom, top)
+    with pytest.raises(CaffeError, match="sequence indicators"):
+        layer.backward(top, [True, True], bottom)
+    with pytest.raises(CaffeError, match="timesteps changed"):
+        layer.reshape(blobs_from([x[:2], cont[:2]], numpy.float64), top)
