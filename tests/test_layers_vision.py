@@ -1,0 +1,363 @@
+"""Vision layers: Convolution, Deconvolution, Im2col, Pooling, SPP, LRN, Crop.
+
+Gradient checks (float64, Caffe's rule), hand-computed values, and CaffeError on bad params.
+"""
+import numpy
+import pytest
+
+from caffecli.blob import Blob
+from caffecli.errors import CaffeError
+from caffecli.layers import vision
+from caffecli.proto import caffe_pb2
+from gradcheck import check_gradient, make_layer
+
+R = numpy.random.RandomState(7)
+GAUSS = 'weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.3 }'
+
+
+def run(text, *arrays, n_tops=1, phase=caffe_pb2.TRAIN, dtype=numpy.float64):
+    layer = make_layer(text, phase)
+    bottom = []
+    for a in arrays:
+        b = Blob(numpy.shape(a), dtype=dtype)
+        b.data[...] = a
+        bottom.append(b)
+    top = [Blob(dtype=dtype) for _ in range(n_tops)]
+    layer.setup(bottom, top)
+    layer.forward(bottom, top)
+    return layer, bottom, top
+
+
+def distinct(*shape, spacing=0.1):
+    """Values far enough apart that a 1e-2 step never changes a max or a sampled winner."""
+    n = int(numpy.prod(shape))
+    return (R.permutation(n) * spacing - n * spacing / 2).reshape(shape)
+
+
+def conv(params, bias=True):
+    return ('type: "Convolution" convolution_param { %s %s %s }'
+            % (params, GAUSS, "" if bias else "bias_term: false"))
+
+
+# ---- Convolution --------------------------------------------------------------------------
+@pytest.mark.parametrize("params,shape", [
+    ("num_output: 3 kernel_size: 3", (2, 2, 5, 6)),
+    ("num_output: 4 kernel_size: 3 stride: 2 pad: 1", (2, 3, 6, 5)),
+    ("num_output: 4 kernel_size: 2 group: 2", (2, 4, 4, 4)),
+    ("num_output: 2 kernel_h: 2 kernel_w: 3 stride_h: 1 stride_w: 2 pad_h: 1 pad_w: 0",
+     (1, 2, 5, 6)),
+    ("num_output: 2 kernel_size: 3 dilation: 2 pad: 2", (1, 2, 6, 6)),
+    ("num_output: 2 kernel_size: 1", (2, 3, 3, 4)),
+    ("num_output: 2 kernel_size: 2 stride: 3", (2, 2, 7, 7)),
+    ("num_output: 2 kernel_size: 2 stride: 2 pad: 1", (1, 2, 3, 4, 4)),  # 3-D
+    ("num_output: 2 kernel_size: 3 pad: 1", (2, 3, 7)),  # 1-D
+])
+def test_convolution_gradient(params, shape):
+    assert check_gradient(conv(params), [R.randn(*shape)]) > 0
+
+
+def test_convolution_gradient_no_bias_two_bottoms():
+    text = conv("num_output: 3 kernel_size: 2", bias=False)
+    assert check_gradient(text, [R.randn(2, 2, 3, 3), R.randn(2, 2, 3, 3)], n_tops=2) > 0
+
+
+def test_convolution_gradient_float32():
+    assert check_gradient(conv("num_output: 3 kernel_size: 3 pad: 1"), [R.randn(2, 2, 4, 4)],
+                          dtype=numpy.float32, stepsize=1e-2, threshold=1e-2) > 0
+
+
+def test_convolution_by_hand():
+    text = ('type: "Convolution" convolution_param { num_output: 1 kernel_size: 2 pad: 1 '
+            'stride: 2 weight_filler { type: "constant" value: 1 } '
+            'bias_filler { type: "constant" value: 0.5 } }')
+    x = numpy.arange(9.0).reshape(1, 1, 3, 3)
+    _, _, top = run(text, x)
+    # windows over the zero-padded 5x5 image start at rows/cols -1 and 1
+    want = numpy.array([[0, 1 + 2], [3 + 6, 4 + 5 + 7 + 8]], dtype=float) + 0.5
+    numpy.testing.assert_allclose(top[0].data[0, 0], want)
+
+
+def test_convolution_matches_direct_sum_with_groups_and_dilation():
+    text = conv("num_output: 4 kernel_size: 3 dilation: 2 stride: 2 pad: 1 group: 2")
+    x = R.randn(2, 4, 9, 8)
+    layer, _, top = run(text, x)
+    w, b = layer.blobs[0].data, layer.blobs[1].data
+    xp = numpy.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    oh, ow = top[0].shape[2:]
+    want = numpy.zeros(top[0].shape)
+    for o in range(4):
+        g = o // 2
+        for i in range(oh):
+            for j in range(ow):
+                patch = xp[:, 2 * g:2 * g + 2, 2 * i:2 * i + 5:2, 2 * j:2 * j + 5:2]
+                want[:, o, i, j] = (patch * w[o]).sum(axis=(1, 2, 3)) + b[o]
+    numpy.testing.assert_allclose(top[0].data, want, rtol=1e-10)
+
+
+def test_convolution_batch_chunks_match(monkeypatch):
+    text = conv("num_output: 3 kernel_size: 3 pad: 1")
+    x = R.randn(5, 2, 6, 6)
+    ref_layer, ref_bottom, ref_top = run(text, x)
+    monkeypatch.setattr(vision, "COL_CHUNK_ELEMENTS", 200)  # forces chunks of 1 image
+    layer = make_layer(text)
+    bottom, top = [Blob(x.shape, dtype=numpy.float64)], [Blob(dtype=numpy.float64)]
+    bottom[0].data[...] = x
+    layer.blobs = ref_layer.blobs
+    layer.setup(bottom, top)
+    assert layer.chunk == 1
+    layer.forward(bottom, top)
+    numpy.testing.assert_allclose(top[0].data, ref_top[0].data, rtol=1e-12)
+    dy = R.randn(*top[0].shape)
+    for lay, t, b in ((ref_layer, ref_top, ref_bottom), (layer, top, bottom)):
+        t[0].diff[...] = dy
+        lay.blobs[0].diff[...] = 0
+        lay.backward(t, [True], b)
+    numpy.testing.assert_allclose(bottom[0].diff, ref_bottom[0].diff, rtol=1e-12)
+
+
+def test_convolution_keeps_float32():
+    _, _, top = run(conv("num_output: 2 kernel_size: 3"), R.randn(1, 2, 4, 4),
+                    dtype=numpy.float32)
+    assert top[0].data.dtype == numpy.float32
+
+
+@pytest.mark.parametrize("params,shape,message", [
+    ("num_output: 2 kernel_size: 0", (1, 1, 4, 4), "nonzero"),
+    ("num_output: 2 kernel_size: 2 stride: 0", (1, 1, 4, 4), "nonzero"),
+    ("num_output: 2 kernel_size: 2 group: 2", (1, 3, 4, 4), "group"),
+    ("num_output: 3 kernel_size: 2 group: 2", (1, 2, 4, 4), "group"),
+    ("num_output: 0 kernel_size: 2", (1, 2, 4, 4), "num_output"),
+    ("num_output: 2 kernel_size: 2 kernel_size: 2 kernel_size: 2", (1, 2, 4, 4), "kernel_size"),
+    ("num_output: 2 kernel_h: 2 kernel_w: 2", (1, 2, 4, 4, 4), "2D"),
+    ("num_output: 2 kernel_size: 2 kernel_h: 2 kernel_w: 2", (1, 2, 4, 4), "not both"),
+    ("num_output: 2 kernel_size: 9", (1, 2, 3, 3), "does not fit"),
+])
+def test_convolution_bad_params(params, shape, message):
+    with pytest.raises(CaffeError, match=message) as err:
+        run('name: "c1" ' + conv(params), R.randn(*shape))
+    assert "c1" in str(err.value)
+
+
+def test_convolution_wrong_weight_shape():
+    layer = make_layer(conv("num_output: 2 kernel_size: 2"))
+    layer.blobs = [Blob((2, 1, 3, 3)), Blob((2,))]
+    with pytest.raises(CaffeError, match="Incorrect weight shape"):
+        layer.setup([Blob((1, 1, 4, 4))], [Blob()])
+
+
+# ---- Deconvolution ------------------------------------------------------------------------
+def deconv(params):
+    return 'type: "Deconvolution" convolution_param { %s %s }' % (params, GAUSS)
+
+
+@pytest.mark.parametrize("params,shape", [
+    ("num_output: 2 kernel_size: 3", (2, 3, 3, 4)),
+    ("num_output: 4 kernel_size: 3 stride: 2 pad: 1 group: 2", (2, 2, 3, 3)),
+    ("num_output: 2 kernel_h: 2 kernel_w: 3 stride: 2", (1, 2, 3, 2)),
+])
+def test_deconvolution_gradient(params, shape):
+    assert check_gradient(deconv(params), [R.randn(*shape)]) > 0
+
+
+def test_deconvolution_is_convolution_transpose():
+    """<conv(x), y> == <x, deconv(y)> with the same weights and no bias."""
+    x = R.randn(2, 3, 7, 7)
+    c, _, ct = run(conv("num_output: 4 kernel_size: 3 stride: 2 pad: 1", bias=False), x)
+    y = R.randn(*ct[0].shape)
+    text = ('type: "Deconvolution" convolution_param { num_output: 3 kernel_size: 3 stride: 2 '
+            'pad: 1 bias_term: false }')
+    d = make_layer(text)
+    d.blobs = [c.blobs[0]]
+    bottom, top = [Blob(y.shape, dtype=numpy.float64)], [Blob(dtype=numpy.float64)]
+    bottom[0].data[...] = y
+    d.setup(bottom, top)
+    d.forward(bottom, top)
+    assert top[0].shape == (2, 3, 7, 7)  # 2 * (4 - 1) + 3 - 2
+    numpy.testing.assert_allclose((ct[0].data * y).sum(), (x * top[0].data).sum(), rtol=1e-10)
+
+
+# ---- Im2col -------------------------------------------------------------------------------
+def test_im2col_layout_and_gradient():
+    text = 'type: "Im2col" convolution_param { kernel_size: 2 stride: 1 pad: 1 }'
+    x = numpy.arange(2 * 3 * 3, dtype=float).reshape(1, 2, 3, 3)
+    _, _, top = run(text, x)
+    assert top[0].shape == (1, 8, 4, 4)
+    xp = numpy.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    # row c*4 + i*2 + j holds x_padded[c, oh + i, ow + j]
+    numpy.testing.assert_array_equal(top[0].data[0, 4 + 1 * 2 + 0], xp[0, 1, 1:5, 0:4])
+    assert check_gradient(text, [R.randn(2, 2, 4, 3)]) > 0
+
+
+# ---- Pooling ------------------------------------------------------------------------------
+def pool(params):
+    return 'type: "Pooling" pooling_param { %s }' % params
+
+
+@pytest.mark.parametrize("params,shape", [
+    ("pool: MAX kernel_size: 2 stride: 2", (2, 2, 4, 5)),
+    ("pool: MAX kernel_size: 3 stride: 2 pad: 1", (1, 2, 5, 6)),
+    ("pool: MAX kernel_h: 3 kernel_w: 2 stride_h: 1 stride_w: 2 pad_h: 1 pad_w: 1",
+     (1, 2, 4, 5)),
+    ("pool: MAX global_pooling: true", (2, 3, 3, 4)),
+    ("pool: AVE kernel_size: 3 stride: 2", (2, 2, 6, 5)),
+    ("pool: AVE kernel_size: 3 stride: 2 pad: 1", (1, 2, 5, 6)),
+    ("pool: AVE kernel_size: 2 stride: 1 pad: 1 round_mode: FLOOR", (1, 1, 4, 4)),
+    ("pool: AVE global_pooling: true", (2, 3, 3, 4)),
+])
+def test_pooling_gradient(params, shape):
+    assert check_gradient(pool(params), [distinct(*shape)]) > 0
+
+
+def test_max_pooling_mask_top_and_ties():
+    x = numpy.array([[[[1, 3, 3, 0], [2, 3, 1, 5], [0, 0, 0, 0]]]], dtype=float)
+    _, _, top = run(pool("pool: MAX kernel_size: 2 stride: 2"), x, n_tops=2)
+    # ceil mode: 2x2 output, the last row window holds only the input's third row
+    numpy.testing.assert_array_equal(top[0].data[0, 0], [[3, 5], [0, 0]])
+    # ties keep the first maximum in scan order (row 0 col 1, not row 1 col 1)
+    numpy.testing.assert_array_equal(top[1].data[0, 0], [[1, 7], [8, 10]])
+
+
+def test_max_pooling_backward_routes_to_argmax():
+    x = numpy.array([[[[1, 4], [2, 3]]]], dtype=float)
+    layer, bottom, top = run(pool("pool: MAX kernel_size: 2"), x)
+    top[0].diff[...] = 7
+    layer.backward(top, [True], bottom)
+    numpy.testing.assert_array_equal(bottom[0].diff[0, 0], [[0, 7], [0, 0]])
+
+
+def test_ave_pooling_divisor_counts_padding_by_hand():
+    x = numpy.ones((1, 1, 3, 3))
+    _, _, top = run(pool("pool: AVE kernel_size: 3 stride: 2 pad: 1"), x)
+    # every window is 3x3 inside the padded 5x5 extent: corner sums 4 / 9
+    numpy.testing.assert_allclose(top[0].data[0, 0], [[4 / 9., 4 / 9.], [4 / 9., 4 / 9.]])
+    _, _, top = run(pool("pool: AVE kernel_size: 2 stride: 2 pad: 1"), numpy.ones((1, 1, 3, 3)))
+    # windows start at -1 and 1; the second ends at min(3, 3 + 1) = 3: size 2x2 each
+    numpy.testing.assert_allclose(top[0].data[0, 0], [[0.25, 0.5], [0.5, 1.0]])
+
+
+def test_pooling_drops_window_starting_in_padding():
+    # CEIL gives ceil((4 + 2 - 2) / 2) + 1 = 3, but window 3 would start at 4 - 1 = 3 < 4 + 1:
+    # kept; with H = 3: ceil((3 + 2 - 2)/2)+1 = 3 and (3-1)*2 = 4 >= 3 + 1: dropped
+    _, _, top = run(pool("pool: MAX kernel_size: 2 stride: 2 pad: 1"), R.randn(1, 1, 3, 3))
+    assert top[0].shape == (1, 1, 2, 2)
+    _, _, top = run(pool("pool: MAX kernel_size: 2 stride: 2 pad: 1"), R.randn(1, 1, 4, 4))
+    assert top[0].shape == (1, 1, 3, 3)
+
+
+def test_stochastic_pooling_train_samples_and_test_averages():
+    x = R.uniform(0.1, 1.0, size=(2, 2, 4, 4))
+    layer, bottom, top = run(pool("pool: STOCHASTIC kernel_size: 2 stride: 2"), x)
+    windows = x.reshape(2, 2, 2, 2, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(2, 2, 2, 2, 4)
+    assert numpy.all((windows == top[0].data[..., None]).any(axis=-1))
+    top[0].diff[...] = 1
+    layer.backward(top, [True], bottom)
+    assert bottom[0].diff.sum() == top[0].count  # one winner per window
+    _, _, top = run(pool("pool: STOCHASTIC kernel_size: 2 stride: 2"), x,
+                    phase=caffe_pb2.TEST)
+    numpy.testing.assert_allclose(top[0].data, (windows ** 2).sum(-1) / windows.sum(-1))
+
+
+@pytest.mark.parametrize("params,message", [
+    ("pool: MAX kernel_size: 0", "zero"),
+    ("pool: MAX kernel_size: 2 stride: 0", "zero"),
+    ("pool: MAX kernel_size: 2 pad: 2", "smaller than kernel"),
+    ("pool: MAX stride: 1", "kernel_h and kernel_w"),
+    ("pool: MAX kernel_size: 2 kernel_h: 2 kernel_w: 2", "not both"),
+    ("pool: MAX global_pooling: true kernel_size: 2", "Global_pooling"),
+    ("pool: STOCHASTIC kernel_size: 2 pad: 1", "Padding"),
+])
+def test_pooling_bad_params(params, message):
+    with pytest.raises(CaffeError, match=message) as err:
+        run('name: "p1" ' + pool(params), R.randn(1, 1, 4, 4))
+    assert "p1" in str(err.value)
+
+
+def test_pooling_needs_4_axes_and_mask_only_for_max():
+    with pytest.raises(CaffeError, match="4 axes"):
+        run(pool("pool: MAX kernel_size: 2"), R.randn(2, 3, 4))
+    with pytest.raises(CaffeError):
+        run(pool("pool: AVE kernel_size: 2"), R.randn(1, 1, 4, 4), n_tops=2)
+
+
+# ---- SPP ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("params,shape", [
+    ("pyramid_height: 2 pool: MAX", (2, 2, 6, 5)),
+    ("pyramid_height: 3 pool: AVE", (1, 2, 8, 6)),
+    ("pyramid_height: 1 pool: MAX", (2, 2, 3, 3)),
+])
+def test_spp_gradient(params, shape):
+    assert check_gradient('type: "SPP" spp_param { %s }' % params, [distinct(*shape)]) > 0
+
+
+def test_spp_shapes_and_values():
+    x = distinct(2, 3, 4, 4)
+    _, _, top = run('type: "SPP" spp_param { pyramid_height: 2 pool: MAX }', x)
+    assert top[0].shape == (2, 3 * 1 + 3 * 4)
+    numpy.testing.assert_array_equal(top[0].data[:, :3], x.max(axis=(2, 3)))
+    quad = x.reshape(2, 3, 2, 2, 2, 2).max(axis=(3, 5)).reshape(2, 12)
+    numpy.testing.assert_array_equal(top[0].data[:, 3:], quad)
+    _, _, top = run('type: "SPP" spp_param { pyramid_height: 1 }', x)
+    assert top[0].shape == (2, 3, 1, 1)
+
+
+def test_spp_level_needing_pad_ge_kernel_fails():
+    with pytest.raises(CaffeError, match="pad"):
+        run('name: "s" type: "SPP" spp_param { pyramid_height: 3 }', R.randn(1, 1, 5, 5))
+
+
+# ---- LRN ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("params", [
+    "local_size: 3 alpha: 0.5 beta: 0.75",
+    "local_size: 5 alpha: 1.0 beta: 0.6 k: 2",
+    "local_size: 3 alpha: 0.5 beta: 0.75 norm_region: WITHIN_CHANNEL",
+    "local_size: 5 alpha: 2 beta: 0.5 norm_region: WITHIN_CHANNEL",
+])
+def test_lrn_gradient(params):
+    assert check_gradient('type: "LRN" lrn_param { %s }' % params,
+                          [R.randn(2, 7, 3, 4)]) > 0
+
+
+def test_lrn_across_channels_by_hand():
+    x = R.randn(1, 4, 2, 2)
+    _, _, top = run('type: "LRN" lrn_param { local_size: 3 alpha: 0.3 beta: 0.7 k: 1.5 }', x)
+    sq = numpy.pad(x ** 2, ((0, 0), (1, 1), (0, 0), (0, 0)))
+    scale = 1.5 + 0.3 / 3 * (sq[:, 0:4] + sq[:, 1:5] + sq[:, 2:6])
+    numpy.testing.assert_allclose(top[0].data, x * scale ** -0.7, rtol=1e-6)  # float32 params
+
+
+def test_lrn_within_channel_by_hand():
+    x = R.randn(1, 1, 3, 3)
+    text = 'type: "LRN" lrn_param { local_size: 3 alpha: 0.3 beta: 0.7 norm_region: WITHIN_CHANNEL }'
+    _, _, top = run(text, x)
+    sq = numpy.pad(x[0, 0] ** 2, 1)
+    avg = numpy.array([[sq[i:i + 3, j:j + 3].sum() / 9 for j in range(3)] for i in range(3)])
+    numpy.testing.assert_allclose(top[0].data[0, 0], x[0, 0] * (1 + 0.3 * avg) ** -0.7,
+                                  rtol=1e-6)
+
+
+def test_lrn_even_size_fails():
+    with pytest.raises(CaffeError, match="odd"):
+        run('type: "LRN" lrn_param { local_size: 4 }', R.randn(1, 4, 2, 2))
+
+
+# ---- Crop ---------------------------------------------------------------------------------
+def test_crop_values_and_gradient():
+    x = R.randn(2, 3, 5, 6)
+    ref = numpy.zeros((2, 3, 2, 3))
+    _, _, top = run('type: "Crop" crop_param { axis: 2 offset: 1 offset: 2 }', x, ref)
+    numpy.testing.assert_array_equal(top[0].data, x[:, :, 1:3, 2:5])
+    _, _, top = run('type: "Crop" crop_param { axis: 1 offset: 1 }', x, numpy.zeros((1, 2, 3, 4)))
+    numpy.testing.assert_array_equal(top[0].data, x[:, 1:3, 1:4, 1:5])
+    assert check_gradient('type: "Crop" crop_param { axis: 2 offset: 1 }', [x, ref],
+                          check_bottoms=[0]) > 0
+
+
+@pytest.mark.parametrize("params,ref_shape,message", [
+    ("axis: 2 offset: 1 offset: 2 offset: 3", (2, 3, 2, 2), "number of offset"),
+    ("axis: 2 offset: 4", (2, 3, 2, 2), "out-of-bounds"),
+    ("axis: 7", (2, 3, 2, 2), "axis"),
+])
+def test_crop_bad_params(params, ref_shape, message):
+    with pytest.raises(CaffeError, match=message):
+        run('type: "Crop" crop_param { %s }' % params, R.randn(2, 3, 5, 5),
+            numpy.zeros(ref_shape))
