@@ -1,0 +1,116 @@
+"""Adaptive solvers: AdaGrad, RMSProp, AdaDelta, Adam (Caffe's solvers/*_solver.cpp).
+
+Each keeps Caffe's operation order and where ``delta`` enters, in the parameter's dtype, so
+float32 results match the C++ ones. AdaDelta and Adam keep a second history set after the first.
+"""
+import math
+
+import numpy
+
+from ..errors import CaffeError
+from .base import register_solver
+from .sgd import SGDSolver
+
+f32 = numpy.float32
+
+
+@register_solver("AdaGrad")
+class AdaGradSolver(SGDSolver):
+    """h += g^2; w -= lr * g / (sqrt(h) + delta)."""
+
+    def check_params(self):
+        if self.param.momentum != 0:
+            raise CaffeError("Momentum cannot be used with AdaGrad (momentum: %g)."
+                             % self.param.momentum)
+
+    def compute_update_value(self, param_id, rate):
+        p = self.net.learnable_params[param_id]
+        g = p.diff
+        h = self.history[param_id].data
+        h += g * g
+        xp = _xp(g)
+        update = xp.sqrt(h)
+        update += f32(self.param.delta)
+        g[...] = self.local_rate(param_id, rate) * (g / update)
+
+
+@register_solver("RMSProp")
+class RMSPropSolver(SGDSolver):
+    """h = decay*h + (1-decay)*g^2; w -= lr * g / (sqrt(h) + delta)."""
+
+    def check_params(self):
+        if self.param.momentum != 0:
+            raise CaffeError("Momentum cannot be used with RMSProp (momentum: %g)."
+                             % self.param.momentum)
+        if not 0 <= self.param.rms_decay < 1:
+            raise CaffeError("rms_decay should lie between 0 and 1 (got %g)."
+                             % self.param.rms_decay)
+
+    def compute_update_value(self, param_id, rate):
+        p = self.net.learnable_params[param_id]
+        g = p.diff
+        h = self.history[param_id].data
+        decay = f32(self.param.rms_decay)
+        h *= decay
+        h += (f32(1) - decay) * (g * g)
+        xp = _xp(g)
+        update = xp.sqrt(h)
+        update += f32(self.param.delta)
+        g[...] = self.local_rate(param_id, rate) * (g / update)
+
+
+@register_solver("AdaDelta")
+class AdaDeltaSolver(SGDSolver):
+    """Zeiler's AdaDelta with Caffe's momentum as the decay; history[N + i] holds the squared
+    updates."""
+
+    history_sets = 2
+
+    def compute_update_value(self, param_id, rate):
+        params = self.net.learnable_params
+        p = params[param_id]
+        g = p.diff
+        grad_hist = self.history[param_id].data
+        update_hist = self.history[len(params) + param_id].data
+        momentum = f32(self.param.momentum)
+        delta = f32(self.param.delta)
+        grad_hist *= momentum
+        grad_hist += (f32(1) - momentum) * (g * g)
+        xp = _xp(g)
+        ratio = (update_hist + delta) / (grad_hist + delta)
+        g *= xp.sqrt(ratio)
+        update_hist *= momentum
+        update_hist += (f32(1) - momentum) * (g * g)
+        g *= self.local_rate(param_id, rate)
+
+
+@register_solver("Adam")
+class AdamSolver(SGDSolver):
+    """Kingma & Ba's Adam: m, v moving averages (history[i], history[N + i]), bias correction
+    with t = iter + 1, delta added after the square root."""
+
+    history_sets = 2
+
+    def compute_update_value(self, param_id, rate):
+        params = self.net.learnable_params
+        p = params[param_id]
+        g = p.diff
+        m = self.history[param_id].data
+        v = self.history[len(params) + param_id].data
+        beta1 = f32(self.param.momentum)
+        beta2 = f32(self.param.momentum2)
+        t = self.iter + 1
+        correction = f32(math.sqrt(1.0 - float(beta2) ** t) / (1.0 - float(beta1) ** t))
+        m *= beta1
+        m += (f32(1) - beta1) * g
+        v *= beta2
+        v += (f32(1) - beta2) * (g * g)
+        xp = _xp(g)
+        denom = xp.sqrt(v)
+        denom += f32(self.param.delta)
+        g[...] = (self.local_rate(param_id, rate) * correction) * (m / denom)
+
+
+def _xp(array):
+    from ..backend import get_array_module
+    return get_array_module(array)

@@ -1,0 +1,437 @@
+"""Solver: builds the train and test nets, runs the iteration loop, tests, displays and snapshots.
+
+Follows Caffe's solver.cpp (Init, InitTrainNet, InitTestNets, Step, Solve, Test, Snapshot,
+Restore) line for line in behaviour and log output; the update rule lives in subclasses.
+"""
+import math
+import os
+import time
+
+import numpy
+
+from .. import glog, parallel, rng
+from ..errors import CaffeError
+from ..net import Net
+from ..proto import caffe_pb2
+from ..proto.io import read_net_param, read_solver_param, net_to_text
+from ..proto.upgrade import upgrade_snapshot_prefix, upgrade_solver_as_needed
+from . import snapshot as snapshot_io
+
+f32 = numpy.float32
+ACTIONS = ("none", "stop", "snapshot")
+
+
+def read_solver_file(path):
+    """A SolverParameter from a prototxt, upgraded and with snapshot_prefix defaulted (as Caffe's
+    ReadSolverParamsFromTextFileOrDie)."""
+    param = read_solver_param(os.fspath(path))
+    return upgrade_snapshot_prefix(param, os.fspath(path))
+
+
+def as_solver_param(param_or_path):
+    """A SolverParameter (a copy) from a path or a SolverParameter."""
+    if isinstance(param_or_path, (str, os.PathLike)):
+        return read_solver_file(param_or_path)
+    if not isinstance(param_or_path, caffe_pb2.SolverParameter):
+        raise CaffeError("expected a solver prototxt path or a SolverParameter, got %s"
+                         % type(param_or_path).__name__)
+    param = caffe_pb2.SolverParameter()
+    param.CopyFrom(param_or_path)
+    return upgrade_solver_as_needed(param, "<solver>")
+
+
+_SOLVERS = {}
+
+
+def register_solver(type_name):
+    """Class decorator: make solver ``type`` string ``type_name`` build this class."""
+    def deco(cls):
+        if type_name in _SOLVERS and _SOLVERS[type_name] is not cls:
+            raise CaffeError("Solver type %s already registered." % type_name)
+        _SOLVERS[type_name] = cls
+        cls.type = type_name
+        return cls
+    return deco
+
+
+def solver_types():
+    return sorted(_SOLVERS)
+
+
+def solver_class(type_name):
+    cls = _SOLVERS.get(type_name)
+    if cls is None:
+        raise CaffeError("Unknown solver type: %s (known types: %s)"
+                         % (type_name, ", ".join(solver_types())))
+    return cls
+
+
+def _no_action():
+    return "none"
+
+
+class Solver:
+    """Trains ``.net`` with the update rule of a subclass (apply_update); tests ``.test_nets``."""
+
+    type = None
+
+    def __init__(self, param, dtype=numpy.float32):
+        self.param = as_solver_param(param)
+        self.dtype = numpy.dtype(dtype)
+        self.action_request = _no_action
+        self.callbacks = []
+        self.requested_early_exit = False
+        self.losses = []
+        self.smoothed_loss = 0.0
+        self.iter = 0
+        self.current_step = 0
+        self._iterations_last = 0
+        self._timer = time.perf_counter()
+        self._init()
+
+    # ---- construction ------------------------------------------------------------------
+    @property
+    def root(self):
+        return parallel.is_root_solver()
+
+    def _info(self, where, message):
+        if self.root:
+            glog.info(where, message)
+
+    def _init(self):
+        param = self.param
+        self._info("solver.cpp:45", "Initializing solver from parameters: \n"
+                   + net_to_text(param).rstrip("\n"))
+        if param.average_loss < 1:
+            raise CaffeError("average_loss should be non-negative (got %d; it must be >= 1)."
+                             % param.average_loss)
+        self._check_snapshot_write_permissions()
+        if param.random_seed >= 0:
+            rng.set_random_seed(param.random_seed + parallel.solver_rank())
+        self._init_train_net()
+        self._init_test_nets()
+        self._info("solver.cpp:57", "Solver scaffolding done.")
+        self.iter = 0
+        self.current_step = 0
+
+    def _check_snapshot_write_permissions(self):
+        param = self.param
+        if not (self.root and param.snapshot):
+            return
+        if not param.HasField("snapshot_prefix"):
+            raise CaffeError("In solver params, snapshot is specified but snapshot_prefix is not")
+        probe = self.snapshot_filename(".tempfile")
+        try:
+            with open(probe, "w"):
+                pass
+            os.remove(probe)
+        except OSError:
+            raise CaffeError("Cannot write to snapshot prefix '%s'.  Make sure that the "
+                             "directory exists and is writable." % param.snapshot_prefix) \
+                from None
+
+    def _weights_list(self):
+        names = []
+        for entry in self.param.weights:
+            names.extend(n.strip() for n in entry.split(","))
+        return names
+
+    def _load_weights(self, net):
+        for name in self._weights_list():
+            glog.info("solver.cpp:72", "Finetuning from " + name)
+            net.copy_trained_layers_from(name)
+
+    def _make_net(self, net_param):
+        return Net(net_param, dtype=self.dtype, log=self.root)
+
+    def _init_train_net(self):
+        param = self.param
+        fields = ("net", "net_param", "train_net", "train_net_param")
+        given = [f for f in fields if param.HasField(f)]
+        if not given:
+            raise CaffeError("SolverParameter must specify a train net using one of these "
+                             "fields: " + ", ".join(fields))
+        if len(given) > 1:
+            raise CaffeError("SolverParameter must not contain more than one of these fields "
+                             "specifying a train_net: " + ", ".join(fields))
+        if param.HasField("train_net_param"):
+            self._info("solver.cpp:88", "Creating training net specified in train_net_param.")
+            net_param = _copy(param.train_net_param)
+        elif param.HasField("train_net"):
+            self._info("solver.cpp:92", "Creating training net from train_net file: "
+                       + param.train_net)
+            net_param = read_net_param(param.train_net)
+        elif param.HasField("net_param"):
+            self._info("solver.cpp:97", "Creating training net specified in net_param.")
+            net_param = _copy(param.net_param)
+        else:
+            self._info("solver.cpp:102", "Creating training net from net file: " + param.net)
+            net_param = read_net_param(param.net)
+        state = caffe_pb2.NetState(phase=caffe_pb2.TRAIN)
+        state.MergeFrom(net_param.state)
+        state.MergeFrom(param.train_state)
+        net_param.state.CopyFrom(state)
+        self.net = self._make_net(net_param)
+        self._load_weights(self.net)
+
+    def _init_test_nets(self):
+        param = self.param
+        n_generic = int(param.HasField("net_param")) + int(param.HasField("net"))
+        if n_generic > 1:
+            raise CaffeError("Both net_param and net_file may not be specified.")
+        n_specific = len(param.test_net_param) + len(param.test_net)
+        if n_generic:
+            if len(param.test_iter) < n_specific:
+                raise CaffeError("test_iter must be specified for each test network.")
+        elif len(param.test_iter) != n_specific:
+            raise CaffeError("test_iter must be specified for each test network.")
+        n_instances = max(len(param.test_iter), n_specific)
+        if len(param.test_state) and len(param.test_state) != n_instances:
+            raise CaffeError("test_state must be unspecified or specified once per test net.")
+        if n_instances and param.test_interval <= 0:
+            raise CaffeError("test_interval must be > 0 when test nets are given (got %d)"
+                             % param.test_interval)
+        sources, net_params = [], []
+        for p in param.test_net_param:
+            sources.append("test_net_param")
+            net_params.append(_copy(p))
+        for path in param.test_net:
+            sources.append("test_net file: " + path)
+            net_params.append(read_net_param(path))
+        remaining = len(param.test_iter) - len(net_params)
+        for _ in range(remaining if n_generic else 0):
+            if param.HasField("net_param"):
+                sources.append("net_param")
+                net_params.append(_copy(param.net_param))
+            else:
+                sources.append("net file: " + param.net)
+                net_params.append(read_net_param(param.net))
+        self.test_nets = []
+        for i, net_param in enumerate(net_params):
+            state = caffe_pb2.NetState(phase=caffe_pb2.TEST)
+            state.MergeFrom(net_param.state)
+            if len(param.test_state):
+                state.MergeFrom(param.test_state[i])
+            net_param.state.CopyFrom(state)
+            self._info("solver.cpp:190", "Creating test net (#%d) specified by %s"
+                       % (i, sources[i]))
+            net = self._make_net(net_param)
+            net.debug_info = param.debug_info
+            self._load_weights(net)
+            net.share_trained_layers_with(self.net)
+            self.test_nets.append(net)
+
+    # ---- the loop ----------------------------------------------------------------------
+    def add_callback(self, callback):
+        """Register an object with on_start() and on_gradients_ready() (data parallelism)."""
+        self.callbacks.append(callback)
+
+    def requested_action(self):
+        action = self.action_request() if self.action_request else "none"
+        if isinstance(action, int):
+            return ACTIONS[action] if 0 <= action < len(ACTIONS) else "none"
+        action = str(action or "none").lower()
+        return action if action in ACTIONS else "none"
+
+    def step(self, iters):
+        """Run ``iters`` iterations (forward/backward iter_size times, update, test, snapshot)."""
+        param = self.param
+        start_iter = self.iter
+        stop_iter = self.iter + int(iters)
+        average_loss = param.average_loss
+        self.losses = []
+        self.smoothed_loss = f32(0)
+        self._timer = time.perf_counter()
+        warned_nonfinite = False
+        while self.iter < stop_iter:
+            self.net.clear_param_diffs()
+            if (param.test_interval and self.iter % param.test_interval == 0
+                    and (self.iter > 0 or param.test_initialization)):
+                if self.root:
+                    self.test_all()
+                if self.requested_early_exit:
+                    break
+            for cb in self.callbacks:
+                cb.on_start()
+            display = bool(param.display) and self.iter % param.display == 0
+            self.net.debug_info = display and param.debug_info
+            loss = f32(0)
+            for _ in range(max(param.iter_size, 1)):
+                loss += f32(self.net.forward_backward())
+            loss /= f32(max(param.iter_size, 1))
+            self._update_smoothed_loss(loss, start_iter, average_loss)
+            if not warned_nonfinite and not math.isfinite(float(loss)):
+                warned_nonfinite = True
+                if self.root:
+                    glog.warning("solver.cpp:230", "Iteration %d, loss = %s: the training "
+                                 "loss is not finite" % (self.iter, glog.fmt(loss)))
+            if display:
+                self._display()
+            for cb in self.callbacks:
+                cb.on_gradients_ready()
+            self.apply_update()
+            request = self.requested_action()
+            if ((param.snapshot and self.iter % param.snapshot == 0 and self.root)
+                    or request == "snapshot"):
+                self.snapshot()
+            if request == "stop":
+                self.requested_early_exit = True
+                break
+
+    def _display(self):
+        now = time.perf_counter()
+        lapse = now - self._timer
+        per_s = (self.iter - self._iterations_last) / (lapse if lapse else 1.0)
+        self._info("solver.cpp:239", "Iteration %d (%s iter/s, %ss/%d iters), loss = %s" % (
+            self.iter, glog.fmt(per_s), glog.fmt(lapse), self.param.display,
+            glog.fmt(self.smoothed_loss)))
+        self._timer = now
+        self._iterations_last = self.iter
+        self._log_outputs(self.net, "solver.cpp:258", "    Train net output #")
+
+    def _log_outputs(self, net, where, prefix):
+        score_index = 0
+        for j, blob in enumerate(net.output_blobs):
+            name = net.output_names[j]
+            weight = f32(net.blob_loss_weights[net.output_blob_indices[j]])
+            values = numpy.asarray(_host(blob.data), dtype=f32).reshape(-1)
+            for v in values:
+                msg = ""
+                if weight:
+                    msg = " (* %s = %s loss)" % (glog.fmt(weight), glog.fmt(weight * v))
+                self._info(where, "%s%d: %s = %s%s" % (prefix, score_index, name,
+                                                       glog.fmt(v), msg))
+                score_index += 1
+
+    def _update_smoothed_loss(self, loss, start_iter, average_loss):
+        loss = f32(loss)
+        if len(self.losses) < average_loss:
+            self.losses.append(loss)
+            size = len(self.losses)
+            self.smoothed_loss = (f32(self.smoothed_loss) * f32(size - 1) + loss) / f32(size)
+        else:
+            idx = (self.iter - start_iter) % average_loss
+            self.smoothed_loss = f32(self.smoothed_loss) + (loss - self.losses[idx]) \
+                / f32(average_loss)
+            self.losses[idx] = loss
+
+    def solve(self, resume_file=None):
+        """Train to max_iter (restoring ``resume_file`` first), snapshot, final display/test."""
+        param = self.param
+        glog.info("solver.cpp:289", "Solving " + self.net.name)
+        glog.info("solver.cpp:290", "Learning Rate Policy: " + param.lr_policy)
+        self.requested_early_exit = False
+        if resume_file:
+            glog.info("solver.cpp:296", "Restoring previous solver status from %s"
+                      % os.fspath(resume_file))
+            self.restore(resume_file)
+        start_iter = self.iter
+        self.step(param.max_iter - self.iter)
+        if param.snapshot_after_train and (not param.snapshot
+                                           or self.iter % param.snapshot != 0):
+            self.snapshot()
+        if self.requested_early_exit:
+            glog.info("solver.cpp:311", "Optimization stopped early.")
+            return
+        if param.display and self.iter % param.display == 0:
+            loss = f32(self.net.forward_pass())
+            self._update_smoothed_loss(loss, start_iter, param.average_loss)
+            glog.info("solver.cpp:327", "Iteration %d, loss = %s"
+                      % (self.iter, glog.fmt(self.smoothed_loss)))
+        if param.test_interval and self.iter % param.test_interval == 0:
+            self.test_all()
+        glog.info("solver.cpp:332", "Optimization Done.")
+
+    # ---- testing -----------------------------------------------------------------------
+    def test_all(self):
+        """Run every test net (Caffe's TestAll); returns a list of {output name: mean} dicts."""
+        results = []
+        for i in range(len(self.test_nets)):
+            if self.requested_early_exit:
+                break
+            results.append(self.test(i))
+        return results
+
+    def test(self, test_net_id=0):
+        param = self.param
+        glog.info("solver.cpp:347", "Iteration %d, Testing net (#%d)" % (self.iter, test_net_id))
+        net = self.test_nets[test_net_id]
+        net.share_trained_layers_with(self.net)
+        n_iter = param.test_iter[test_net_id]
+        scores, score_ids = None, []
+        loss = f32(0)
+        for i in range(n_iter):
+            request = self.requested_action()
+            while request != "none":
+                if request == "snapshot":
+                    self.snapshot()
+                elif request == "stop":
+                    self.requested_early_exit = True
+                request = self.requested_action()
+            if self.requested_early_exit:
+                break
+            iter_loss = f32(net.forward_pass())
+            if param.test_compute_loss:
+                loss += iter_loss
+            values = [numpy.asarray(_host(b.data), dtype=f32).reshape(-1)
+                      for b in net.output_blobs]
+            if scores is None:
+                score_ids = [j for j, v in enumerate(values) for _ in range(v.size)]
+                scores = numpy.concatenate(values) if values else numpy.zeros(0, f32)
+            else:
+                scores = scores + numpy.concatenate(values)
+        if self.requested_early_exit:
+            glog.info("solver.cpp:396", "Test interrupted.")
+            return {}
+        if param.test_compute_loss:
+            loss /= f32(n_iter)
+            glog.info("solver.cpp:401", "Test loss: " + glog.fmt(loss))
+        out = {}
+        for i, j in enumerate(score_ids):
+            bid = net.output_blob_indices[j]
+            name = net.blob_names[bid]
+            weight = f32(net.blob_loss_weights[bid])
+            mean = f32(scores[i]) / f32(n_iter)
+            msg = ""
+            if weight:
+                msg = " (* %s = %s loss)" % (glog.fmt(weight), glog.fmt(weight * mean))
+            glog.info("solver.cpp:414", "    Test net output #%d: %s = %s%s"
+                      % (i, name, glog.fmt(mean), msg))
+            out.setdefault(name, []).append(float(mean))
+        return {k: (v[0] if len(v) == 1 else v) for k, v in out.items()}
+
+    # ---- update (subclasses) -----------------------------------------------------------
+    def apply_update(self):
+        raise NotImplementedError
+
+    # ---- snapshots ---------------------------------------------------------------------
+    def snapshot_filename(self, extension):
+        return "%s_iter_%d%s" % (self.param.snapshot_prefix, self.iter, extension)
+
+    def snapshot(self):
+        """Write the weights and the solver state (plus the exact-resume sidecar); return the
+        paths written."""
+        return snapshot_io.snapshot(self)
+
+    def restore(self, state_file):
+        """Load a .solverstate or .solverstate.h5 (and its sidecar when present)."""
+        snapshot_io.restore(self, os.fspath(state_file))
+
+    # state hooks used by snapshot.py
+    def history_blobs(self):
+        return []
+
+    def restore_history(self, arrays):
+        if arrays:
+            raise CaffeError("Incorrect length of history blobs.")
+
+
+def _copy(net_param):
+    out = caffe_pb2.NetParameter()
+    out.CopyFrom(net_param)
+    return out
+
+
+def _host(array):
+    from ..backend import to_host
+    return to_host(array)

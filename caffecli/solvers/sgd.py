@@ -1,0 +1,139 @@
+"""SGD with momentum and Nesterov's accelerated gradient (Caffe's sgd_solver.cpp, nesterov_solver.cpp).
+
+SGDSolver also holds what every Caffe solver shares: the history blobs, gradient clipping,
+iter_size normalization, L1/L2 regularization and the order of ApplyUpdate.
+"""
+import numpy
+
+from .. import glog
+from ..blob import Blob
+from ..errors import CaffeError
+from .base import Solver, register_solver
+from .lr_policy import learning_rate
+
+f32 = numpy.float32
+
+
+@register_solver("SGD")
+class SGDSolver(Solver):
+    """Stochastic gradient descent with momentum: h = lr*g + m*h; w -= h."""
+
+    history_sets = 1   # how many history blobs per learnable parameter (AdaDelta/Adam: 2)
+
+    def __init__(self, param, dtype=numpy.float32):
+        super().__init__(param, dtype)
+        self.check_params()
+        self.pre_solve()
+
+    def check_params(self):
+        """Solver-specific parameter checks (Caffe's constructor_sanity_check)."""
+
+    def pre_solve(self):
+        params = self.net.learnable_params
+        self.history = [Blob(p.shape, dtype=p.dtype)
+                        for _ in range(self.history_sets) for p in params]
+        for h in self.history:
+            h.data[...] = 0
+
+    # ---- ApplyUpdate -------------------------------------------------------------------
+    def get_learning_rate(self):
+        rate, self.current_step = learning_rate(self.param, self.iter, self.current_step,
+                                                log=self.root)
+        return rate
+
+    def apply_update(self):
+        rate = self.get_learning_rate()
+        if self.param.display and self.iter % self.param.display == 0:
+            self._info("sgd_solver.cpp:112", "Iteration %d, lr = %s"
+                       % (self.iter, glog.fmt(rate)))
+        self.clip_gradients()
+        for param_id in range(len(self.net.learnable_params)):
+            self.normalize(param_id)
+            self.regularize(param_id)
+            self.compute_update_value(param_id, rate)
+        self.net.update()
+        self.iter += 1
+
+    def clip_gradients(self):
+        clip = f32(self.param.clip_gradients)
+        if clip < 0:
+            return
+        params = self.net.learnable_params
+        sumsq = f32(0)
+        for p in params:
+            sumsq += f32(p.sumsq_diff())
+        l2norm = f32(numpy.sqrt(sumsq))
+        if l2norm > clip:
+            scale = clip / l2norm
+            self._info("sgd_solver.cpp:99", "Gradient clipping: scaling down gradients (L2 norm "
+                       "%s > %s) by scale factor %s"
+                       % (glog.fmt(l2norm), glog.fmt(clip), glog.fmt(scale)))
+            for p in params:
+                p.diff[...] *= scale
+
+    def normalize(self, param_id):
+        if self.param.iter_size == 1:
+            return
+        p = self.net.learnable_params[param_id]
+        p.diff[...] *= f32(1) / f32(self.param.iter_size)
+
+    def regularize(self, param_id):
+        p = self.net.learnable_params[param_id]
+        local_decay = f32(self.param.weight_decay) * f32(self.net.params_weight_decay[param_id])
+        if not local_decay:
+            return
+        kind = self.param.regularization_type
+        xp = _xp(p.data)
+        if kind == "L2":
+            p.diff[...] += local_decay * p.data
+        elif kind == "L1":
+            p.diff[...] += local_decay * xp.sign(p.data)
+        else:
+            raise CaffeError("Unknown regularization type: " + kind)
+
+    def local_rate(self, param_id, rate):
+        return f32(rate) * f32(self.net.params_lr[param_id])
+
+    def compute_update_value(self, param_id, rate):
+        p = self.net.learnable_params[param_id]
+        h = self.history[param_id].data
+        momentum = f32(self.param.momentum)
+        h *= momentum
+        h += self.local_rate(param_id, rate) * p.diff
+        p.diff[...] = h
+
+    # ---- state for snapshots -----------------------------------------------------------
+    def history_blobs(self):
+        return self.history
+
+    def restore_history(self, arrays):
+        if len(arrays) != len(self.history):
+            raise CaffeError("Incorrect length of history blobs (the solver state has %d, "
+                             "this %s solver needs %d)."
+                             % (len(arrays), self.type, len(self.history)))
+        from ..backend import to_device
+        for blob, arr in zip(self.history, arrays):
+            arr = numpy.asarray(arr)
+            if arr.size != blob.count:
+                raise CaffeError("solver state history blob of shape %s does not fit a "
+                                 "parameter of shape %s" % (arr.shape, blob.shape_string()))
+            blob.data[...] = to_device(arr.astype(blob.dtype, copy=False).reshape(blob.shape))
+
+
+@register_solver("Nesterov")
+class NesterovSolver(SGDSolver):
+    """Nesterov momentum: h' = lr*g + m*h; step (1+m)*h' - m*h."""
+
+    def compute_update_value(self, param_id, rate):
+        p = self.net.learnable_params[param_id]
+        h = self.history[param_id].data
+        momentum = f32(self.param.momentum)
+        previous = h.copy()
+        h *= momentum
+        h += self.local_rate(param_id, rate) * p.diff
+        p.diff[...] = (f32(1) + momentum) * h - momentum * previous
+
+
+def _xp(array):
+    from ..backend import get_array_module
+    return get_array_module(array)
