@@ -170,3 +170,8 @@ def test_mvn_in_place_reproduces_caffe_aliasing():
 def test_mvn_more_than_4_axes_fails():
     with pytest.raises(CaffeError):
         run('type: "MVN"', [data((1, 2, 1, 2, 2))])
+
+
+def test_batchnorm_needs_three_blobs():
+    with pytest.raises(CaffeError, match="3 blobs"):
+        run('type: "BatchNorm"', [data((2, 3))], blobs=[[0.0, 0, 0], [1.0, 1, 1]])

@@ -186,6 +186,12 @@ def test_embed_values_and_shapes():
     numpy.testing.assert_allclose(layer.blobs[1].diff, [2, 2, 2])
 
 
+def test_embed_truncates_fractional_index_like_caffe():
+    layer, b, t = setup(EMBED % "bias_term: false", [numpy.array([1.7, 0.2])])
+    layer.forward(b, t)
+    numpy.testing.assert_allclose(t[0].data, layer.blobs[0].data[[1, 0]])
+
+
 def test_embed_refuses_index_gradient():
     layer, b, t = setup(EMBED % "", [numpy.array([1.0])])
     assert not layer.allow_force_backward(0)
@@ -197,7 +203,6 @@ def test_embed_refuses_index_gradient():
 @pytest.mark.parametrize("text,x,match", [
     (EMBED % "", [5.0], "out of range"),
     (EMBED % "", [-1.0], "out of range"),
-    (EMBED % "", [1.5], "integer"),
     ('type: "Embed" embed_param { input_dim: 5 }', [0.0], "num_output"),
     ('type: "Embed" embed_param { num_output: 5 }', [0.0], "input_dim"),
 ])

@@ -46,13 +46,12 @@ class EmbedLayer(Layer):
         return False  # the bottom holds indices
 
     def _indices(self, bottom):
-        x = bottom[0].data.reshape(-1)
-        idx = x.astype(numpy.int64)
-        host_x, host_idx = backend.to_host(x), backend.to_host(idx)
-        if host_idx.size and (host_idx.min() < 0 or host_idx.max() >= self.K
-                              or (host_idx != host_x).any()):
-            bad = host_x[(host_idx < 0) | (host_idx >= self.K) | (host_idx != host_x)][0]
-            raise self.error("index %g out of range [0, %d) or not an integer (bottom %s)"
+        """The bottom's values as row indices (truncated toward zero, as Caffe's int cast)."""
+        idx = bottom[0].data.reshape(-1).astype(numpy.int64)
+        host = backend.to_host(idx)
+        if host.size and (host.min() < 0 or host.max() >= self.K):
+            bad = host[(host < 0) | (host >= self.K)][0]
+            raise self.error("index %d out of range [0, %d) (bottom %s)"
                              % (bad, self.K, bottom[0].shape_string()))
         return idx
 

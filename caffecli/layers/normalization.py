@@ -30,6 +30,9 @@ class BatchNormLayer(NeuronLayer):
             self.blobs = [Blob((self.channels,), dt), Blob((self.channels,), dt), Blob((1,), dt)]
             for b in self.blobs:
                 b.data[...] = 0
+        if len(self.blobs) != 3:
+            raise self.error("needs 3 blobs (mean, variance, scale factor), got %d"
+                             % len(self.blobs))
         # The statistics are not learned: Caffe pins their lr_mult to 0.
         for i in range(len(self.blobs)):
             if len(self.layer_param.param) == i:
@@ -48,7 +51,7 @@ class BatchNormLayer(NeuronLayer):
     def _view(self, a, bottom):
         """(num, channels, spatial) view of a bottom-shaped array."""
         b = bottom[0]
-        return a.reshape(b.shape[0], self.channels, -1) if b.count() else a
+        return a.reshape(b.shape[0], self.channels, b.count(2))
 
     def forward_impl(self, bottom, top):
         b = bottom[0]
