@@ -1,6 +1,7 @@
 """The pycaffe-compatible Python surface: ``import caffecli as caffe`` then use it as pycaffe.
 
-Net, TRAIN/TEST, get_solver and the typed solver constructors (SGDSolver, AdamSolver, ...),
+Net, TRAIN/TEST, get_solver and the solver classes (SGDSolver(path), AdamSolver(path), ...,
+each of its own type whatever the file's ``type`` says), Layer (base of Python layers),
 set_mode_cpu/set_mode_gpu/set_device/set_random_seed, layer_type_list, solver_count/rank.
 """
 from . import backend as _backend
@@ -9,6 +10,10 @@ from .net import Net  # noqa: F401
 from .parallel import solver_count, solver_rank  # noqa: F401
 from .proto.caffe_pb2 import TRAIN, TEST  # noqa: F401
 from .rng import set_random_seed  # noqa: F401
+from . import solvers as _solvers
+from .layers.python_layer import Layer  # noqa: F401  (base class of Python layers)
+from .solvers import (SGDSolver, NesterovSolver, AdaGradSolver, RMSPropSolver,  # noqa: F401
+                      AdaDeltaSolver, AdamSolver)
 
 set_mode_cpu = _backend.set_mode_cpu
 set_mode_gpu = _backend.set_mode_gpu
@@ -33,36 +38,10 @@ def log(message):
 
 def get_solver(filename):
     """The solver a solver prototxt (or SolverParameter) describes, of its ``type``."""
-    from .solvers import get_solver as _get_solver
-    return _get_solver(filename)
+    return _solvers.get_solver(filename)
 
-
-def _typed_solver(type_name):
-    def make(filename):
-        from .proto import caffe_pb2
-        from .proto.io import read_solver_param
-        from .solvers import get_solver as _get_solver
-        if isinstance(filename, caffe_pb2.SolverParameter):
-            param = caffe_pb2.SolverParameter()
-            param.CopyFrom(filename)
-        else:
-            param = read_solver_param(filename)
-        param.type = type_name
-        return _get_solver(param)
-    make.__name__ = make.__qualname__ = type_name + "Solver"
-    make.__doc__ = "A %s solver from a solver prototxt, whatever its ``type`` field says " \
-        "(pycaffe's caffe.%sSolver)." % (type_name, type_name)
-    return make
-
-
-SGDSolver = _typed_solver("SGD")
-NesterovSolver = _typed_solver("Nesterov")
-AdaGradSolver = _typed_solver("AdaGrad")
-RMSPropSolver = _typed_solver("RMSProp")
-AdaDeltaSolver = _typed_solver("AdaDelta")
-AdamSolver = _typed_solver("Adam")
 
 __all__ = ["Net", "TRAIN", "TEST", "set_mode_cpu", "set_mode_gpu", "set_device",
            "set_random_seed", "layer_type_list", "init_log", "log", "get_solver", "SGDSolver",
            "NesterovSolver", "AdaGradSolver", "RMSPropSolver", "AdaDeltaSolver", "AdamSolver",
-           "solver_count", "solver_rank"]
+           "solver_count", "solver_rank", "Layer"]

@@ -5,7 +5,6 @@ import sys
 from .. import backend, glog
 from ..errors import CaffeError
 from ..proto import caffe_pb2
-from ..proto.io import read_solver_param
 from .devices import device_name, parse_gpus
 
 EFFECTS = ("stop", "snapshot", "none")
@@ -108,7 +107,8 @@ def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",
         raise CaffeError("Give a snapshot to resume training or weights to finetune but not both.")
     sigint_effect = requested_action("sigint_effect", sigint_effect)
     sighup_effect = requested_action("sighup_effect", sighup_effect)
-    param = read_solver_param(solver_path)
+    from ..solvers import get_solver, read_solver_file
+    param = read_solver_file(solver_path)
     param.train_state.level = level
     param.train_state.stage.extend(stages)
     gpus = _select_devices(param, gpu)
@@ -122,7 +122,6 @@ def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",
             del param.weights[:]
         if weights:
             param.weights.extend(w for w in weights.split(",") if w)
-        from ..solvers import get_solver
         solver = get_solver(param)
         progress = Progress(solver)
 
