@@ -4,7 +4,10 @@ A text-format error names ``file:line:column``; binary files are written atomica
 (temporary file, fsync, rename) so an interrupted write never leaves a truncated file.
 """
 import os
+import re
 import tempfile
+
+import numpy
 
 from google.protobuf import text_format
 from google.protobuf.message import DecodeError
@@ -116,6 +119,19 @@ def write_text(path, message):
     write_bytes_atomic(path, text_format.MessageToString(message).encode("utf-8"))
 
 
+_FLOAT_VALUE = re.compile(r"^(\s*\w+: )(-?(?:\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+))$", re.M)
+
+
+def _cpp_float(match):
+    """A float as C++'s SimpleFtoa prints it: %.6g, or %.9g when that does not round-trip."""
+    value = float(numpy.float32(float(match.group(2))))
+    text = "%.6g" % value
+    if numpy.float32(float(text)) != numpy.float32(value):
+        text = "%.9g" % value
+    return match.group(1) + text
+
+
 def net_to_text(message):
-    """Text like C++'s DebugString, for the 'Initializing net from parameters' log."""
-    return text_format.MessageToString(message)
+    """Text like C++'s DebugString (floats as '2', not '2.0'), for the 'Initializing ... from
+    parameters' logs."""
+    return _FLOAT_VALUE.sub(_cpp_float, text_format.MessageToString(message))
