@@ -67,7 +67,7 @@ class PReLULayer(NeuronLayer):
                              % bottom[0].shape_string())
         top[0].reshape_like(bottom[0])
 
-    def _slope(self, bottom):
+    def _slope(self):
         """The slope broadcastable against the bottom viewed as (num, channels, rest)."""
         s = self.blobs[0].data
         return s.reshape(1, 1, 1) if self.channel_shared else s.reshape(1, -1, 1)
@@ -82,7 +82,7 @@ class PReLULayer(NeuronLayer):
         if top[0] is bottom[0]:  # keep the input for backward, as Caffe's bottom_memory_
             self.bottom_memory = x.copy()
         x = self._view(x, bottom)
-        y = xp.maximum(x, 0) + self._slope(bottom) * xp.minimum(x, 0)
+        y = xp.maximum(x, 0) + self._slope() * xp.minimum(x, 0)
         self._view(top[0].data, bottom)[...] = y
 
     def backward_impl(self, top, propagate_down, bottom):
@@ -99,7 +99,7 @@ class PReLULayer(NeuronLayer):
                 self.blobs[0].diff[...] += contrib.sum(axis=(0, 2))
         if propagate_down[0]:
             self._view(bottom[0].diff, bottom)[...] = xp.where(x > 0, dy,
-                                                               dy * self._slope(bottom))
+                                                               dy * self._slope())
 
 
 @register_layer("ELU")
