@@ -60,6 +60,8 @@ class PoolGeometry:
         return buf[:, :, ph:ph + h, pw:pw + w]
 
     def padded_copy(self, xp, x, fill):
+        if self.padded == self.in_hw:
+            return x  # every window lies inside the input: no copy needed
         buf = xp.full(x.shape[:2] + tuple(self.padded), fill, dtype=x.dtype)
         self.interior(buf)[...] = x
         return buf
@@ -100,22 +102,35 @@ def _fail(owner, message):
 
 
 def max_pool(xp, x, geo):
-    """MAX forward: (top, winning offset index per output, -1 where the window is empty)."""
+    """MAX forward: (top, winning offset index per output, -1 where the window is empty).
+
+    Branch-free updates (compare, maximum, integer blend): random masks would be slow.
+    """
     buf = geo.padded_copy(xp, x, -numpy.inf)
-    top = xp.full(x.shape[:2] + tuple(geo.out_hw), -FLT_MAX, dtype=x.dtype)
-    arg = xp.full(top.shape, -1, dtype=numpy.int32)
+    shape = x.shape[:2] + tuple(geo.out_hw)
+    top = xp.full(shape, -FLT_MAX, dtype=x.dtype)
+    arg = xp.full(shape, -1, dtype=numpy.int32)
+    v = xp.empty(shape, dtype=x.dtype)
+    better = xp.empty(shape, dtype=bool)
+    step = xp.empty(shape, dtype=numpy.int32)
     for idx, sl in geo.offsets():
-        v = buf[sl]
-        better = v > top
-        xp.copyto(top, v, where=better)
-        arg[better] = idx
+        v[...] = buf[sl]
+        xp.greater(v, top, out=better)
+        xp.maximum(top, v, out=top)
+        xp.subtract(arg, idx, out=step)
+        step *= better
+        arg -= step  # arg = idx where better
     return top, arg
 
 
 def max_pool_backward(xp, dtop, arg, geo, dtype):
     buf = xp.zeros(dtop.shape[:2] + tuple(geo.padded), dtype=dtype)
+    hit = xp.empty(dtop.shape, dtype=bool)
+    share = xp.empty(dtop.shape, dtype=dtype)
     for idx, sl in geo.offsets():
-        buf[sl] += xp.where(arg == idx, dtop, 0)
+        xp.equal(arg, idx, out=hit)
+        xp.multiply(dtop, hit, out=share)
+        buf[sl] += share
     return geo.interior(buf)
 
 
@@ -152,7 +167,7 @@ def stochastic_pool_train(xp, x, geo, uniform):
         run += v
         hit = (arg < 0) & (run >= thres) & geo.valid(xp, idx)
         xp.copyto(top, v, where=hit)
-        arg[hit] = idx
+        xp.copyto(arg, idx, where=hit)
     return top, arg
 
 
