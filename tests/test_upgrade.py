@@ -317,3 +317,26 @@ def test_snapshot_prefix_defaults(tmp_path, log):
     assert s.snapshot_prefix == os.path.join(str(tmp_path), "lenet_solver")
     s = caffe_pb2.SolverParameter(snapshot_prefix="snaps/lenet")
     assert upgrade_snapshot_prefix(s, "a.prototxt").snapshot_prefix == "snaps/lenet"
+
+
+def test_v0_padded_conv_net_matches_modern_net():
+    """A V0 padding layer folded into the conv gives the same numbers as pad: in the conv."""
+    from caffecli import registry
+    if "Convolution" not in registry.layer_types():
+        pytest.skip("Convolution not implemented yet")
+    old = Net(upgraded('''input: "x" input_dim: 1 input_dim: 2 input_dim: 4 input_dim: 4
+      layers { layer { name: "pad" type: "padding" pad: 1 } bottom: "x" top: "xp" }
+      layers { layer { name: "conv" type: "conv" num_output: 3 kernelsize: 3
+               weight_filler { type: "constant" value: 0.5 } } bottom: "xp" top: "y" }'''),
+              caffe_pb2.TEST, log=False)
+    new = Net(parse_text('''layer { name: "in" type: "Input" top: "x"
+                                    input_param { shape { dim: 1 dim: 2 dim: 4 dim: 4 } } }
+      layer { name: "conv" type: "Convolution" bottom: "x" top: "y" convolution_param {
+              num_output: 3 kernel_size: 3 pad: 1 weight_filler { type: "constant" value: 0.5 } } }''',
+                         caffe_pb2.NetParameter()), caffe_pb2.TEST, log=False)
+    x = numpy.arange(32, dtype=numpy.float32).reshape(1, 2, 4, 4)
+    for net in (old, new):
+        net.blob_by_name("x").data[...] = x
+        net.forward_pass()
+    assert old.blob_by_name("y").shape == (1, 3, 4, 4)
+    numpy.testing.assert_array_equal(old.blob_by_name("y").data, new.blob_by_name("y").data)
