@@ -56,6 +56,13 @@ def test_convolution_gradient(params, shape):
     assert check_gradient(conv(params), [R.randn(*shape)]) > 0
 
 
+def test_convolution_gradient_channel_axis_2():
+    text = conv("num_output: 2 kernel_size: 2 axis: 2")
+    layer, _, top = run(text, R.randn(2, 3, 2, 4, 4))
+    assert top[0].shape == (2, 3, 2, 3, 3)
+    assert check_gradient(text, [R.randn(2, 2, 2, 3, 3)]) > 0
+
+
 def test_convolution_gradient_no_bias_two_bottoms():
     text = conv("num_output: 3 kernel_size: 2", bias=False)
     assert check_gradient(text, [R.randn(2, 2, 3, 3), R.randn(2, 2, 3, 3)], n_tops=2) > 0
@@ -303,6 +310,8 @@ def test_spp_shapes_and_values():
 def test_spp_level_needing_pad_ge_kernel_fails():
     with pytest.raises(CaffeError, match="pad"):
         run('name: "s" type: "SPP" spp_param { pyramid_height: 3 }', R.randn(1, 1, 5, 5))
+    with pytest.raises(CaffeError, match="padding"):
+        run('type: "SPP" spp_param { pyramid_height: 2 pool: STOCHASTIC }', R.rand(1, 1, 5, 5))
 
 
 # ---- LRN ----------------------------------------------------------------------------------

@@ -292,7 +292,7 @@ class PoolingLayer(Layer):
         bottom[0].diff[...] = dx
 
 
-def spp_level_geometry(layer, level, hw):
+def spp_level_geometry(layer, level, hw, pool=PP.MAX):
     """Caffe's SPP level: 2^level bins, kernel ceil(H/bins), stride = kernel, pad to cover."""
     bins = 2 ** level
     kernel, pad = [], []
@@ -303,6 +303,9 @@ def spp_level_geometry(layer, level, hw):
     if any(pad) and (pad[0] >= kernel[0] or pad[1] >= kernel[1]):
         raise layer.error("pyramid level %d over a %dx%d input needs pad %s >= kernel %s"
                           % (level, hw[0], hw[1], pad, kernel))
+    if any(pad) and pool == PP.STOCHASTIC:
+        raise layer.error("pyramid level %d needs padding %s, and padding is implemented "
+                          "only for average and max pooling" % (level, pad))
     return PoolGeometry(kernel, kernel, pad, hw, ceil_mode=True, owner=layer)
 
 
@@ -332,7 +335,8 @@ class SPPLayer(Layer):
         if hw[0] <= 0 or hw[1] <= 0:
             raise self.error("Input dimensions cannot be zero (%s)" % b.shape_string())
         p = self.layer_param.spp_param
-        self.levels = [spp_level_geometry(self, lvl, hw) for lvl in range(p.pyramid_height)]
+        self.levels = [spp_level_geometry(self, lvl, hw, p.pool)
+                       for lvl in range(p.pyramid_height)]
         n, c = b.shape[:2]
         if p.pyramid_height == 1:
             top[0].reshape((n, c) + tuple(self.levels[0].out_hw))
