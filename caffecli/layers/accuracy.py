@@ -1,0 +1,66 @@
+"""Accuracy: top-k classification accuracy, optionally per class (Caffe's accuracy_layer)."""
+import numpy
+
+from ..errors import CaffeError
+from ..layer import Layer
+from ..registry import register_layer
+from .loss import int_labels, label_mask
+from .softmax import split_axis
+
+
+@register_layer("Accuracy")
+class AccuracyLayer(Layer):
+    """Fraction of labelled positions whose true-class score has fewer than top_k other
+    scores >= it (ties count against); second top: the same per class (0 for absent ones)."""
+
+    exact_num_bottom_blobs = 2
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        p = self.layer_param.accuracy_param
+        self.top_k = int(p.top_k)
+        self.ignore_label = int(p.ignore_label) if p.HasField("ignore_label") else None
+
+    def reshape(self, bottom, top):
+        if bottom[1].count() == 0 or self.top_k > bottom[0].count() // bottom[1].count():
+            raise self.error("top_k must be less than or equal to the number of classes "
+                             "(top_k %d, prediction %s, label %s)"
+                             % (self.top_k, bottom[0].shape_string(), bottom[1].shape_string()))
+        try:
+            self.axis = bottom[0].canonical_axis_index(self.layer_param.accuracy_param.axis)
+        except CaffeError as e:
+            raise self.error("accuracy_param.axis: %s" % e)
+        self.outer, self.num_labels, self.inner = split_axis(bottom[0], self.axis)
+        if self.outer * self.inner != bottom[1].count():
+            raise self.error(
+                "Number of labels must match number of predictions; e.g., if label axis == 1 "
+                "and prediction shape is (N, C, H, W), label count (number of labels) must be "
+                "N*H*W, with integer values in {0, 1, ..., C-1} (prediction %s, label %s)"
+                % (bottom[0].shape_string(), bottom[1].shape_string()))
+        top[0].reshape(())
+        if len(top) > 1:
+            top[1].reshape((self.num_labels,))
+
+    def forward_impl(self, bottom, top):
+        xp = self.xp
+        dt = numpy.dtype(bottom[0].dtype)
+        scores = bottom[0].data.reshape(self.outer, self.num_labels, self.inner)
+        labels = int_labels(xp, bottom[1], (self.outer, self.inner))
+        valid = label_mask(self, xp, labels, self.num_labels, self.ignore_label)
+        labels = xp.where(valid, labels, 0)
+        true_score = xp.take_along_axis(scores, labels[:, None, :], 1)
+        better = (scores >= true_score).sum(axis=1) - 1  # the true class counts itself
+        correct = valid & (better < self.top_k)
+        count = int(xp.count_nonzero(valid))
+        hits = int(xp.count_nonzero(correct))
+        top[0].data[...] = dt.type(0) if count == 0 else dt.type(hits) / dt.type(count)
+        if len(top) > 1:
+            k = self.num_labels
+            seen = xp.bincount(labels[valid], minlength=k)[:k].astype(dt)
+            right = xp.bincount(labels[correct], minlength=k)[:k].astype(dt)
+            top[1].data[...] = xp.where(seen == 0, dt.type(0), right / xp.maximum(seen, 1))
+
+    def backward_impl(self, top, propagate_down, bottom):
+        if any(propagate_down):
+            raise self.error("Accuracy has no backward pass (Not Implemented)")

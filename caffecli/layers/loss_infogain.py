@@ -1,0 +1,104 @@
+"""InfogainLoss: softmax over ``infogain_loss_param.axis`` weighted by a KxK matrix H
+(third bottom, or a binaryproto named by ``source``), Caffe's normalization rules."""
+import numpy
+
+from ..blob import Blob
+from ..errors import CaffeError
+from ..layer import LossLayer
+from ..proto.io import read_blob_proto
+from ..registry import register_layer
+from .loss import (LOG_THRESHOLD, get_normalizer, ignore_label_of, int_labels, label_mask,
+                   loss_weight, refuse_label_backward)
+from .softmax import softmax, split_axis
+
+
+@register_layer("InfogainLoss")
+class InfogainLossLayer(LossLayer):
+    """-sum_l H[label, l] log(max(prob_l, 1e-20)) per labelled position, normalized; an
+    optional second top carries prob (it needs explicit loss weights for both tops)."""
+
+    exact_num_bottom_blobs = -1
+    min_bottom_blobs = 2
+    max_bottom_blobs = 3
+    exact_num_top_blobs = -1
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def layer_setup(self, bottom, top):
+        lp = self.layer_param.loss_param
+        self.ignore_label = ignore_label_of(lp)
+        if lp.HasField("normalize"):
+            raise self.error('normalize is deprecated. use "normalization"')
+        self.normalization = lp.normalization
+        self.infogain = None
+        if len(bottom) < 3:
+            ip = self.layer_param.infogain_loss_param
+            if not ip.HasField("source"):
+                raise self.error("Infogain matrix source must be specified.")
+            h = Blob()
+            h.from_proto(read_blob_proto(ip.source))
+            self.infogain = h
+
+    def reshape(self, bottom, top):
+        LossLayer.reshape(self, bottom, top)
+        try:
+            self.axis = bottom[0].canonical_axis_index(self.layer_param.infogain_loss_param.axis)
+        except CaffeError as e:
+            raise self.error("infogain_loss_param.axis: %s" % e)
+        self.outer, self.num_labels, self.inner = split_axis(bottom[0], self.axis)
+        if self.outer * self.inner != bottom[1].count():
+            raise self.error(
+                "Number of labels must match number of predictions; e.g., if infogain axis == 1 "
+                "and prediction shape is (N, C, H, W), label count (number of labels) must be "
+                "N*H*W, with integer values in {0, 1, ..., C-1} (prediction %s, label %s)"
+                % (bottom[0].shape_string(), bottom[1].shape_string()))
+        h = self.infogain if len(bottom) < 3 else bottom[2]
+        if h.count() != self.num_labels * self.num_labels:
+            raise self.error("H must be %dx%d (got %s)"
+                             % (self.num_labels, self.num_labels, h.shape_string()))
+        if len(top) >= 2:
+            top[1].reshape_like(bottom[0])
+
+    def _matrix(self, bottom):
+        """H as a (K, K) array in the bottom's dtype."""
+        h = self.infogain if len(bottom) < 3 else bottom[2]
+        k = self.num_labels
+        return h.data.reshape(k, k).astype(bottom[0].dtype, copy=False)
+
+    def _labels(self, bottom):
+        labels = int_labels(self.xp, bottom[1], (self.outer, self.inner))
+        valid = label_mask(self, self.xp, labels, self.num_labels, self.ignore_label)
+        return self.xp.where(valid, labels, 0), valid
+
+    def _normalizer(self, valid, dt):
+        count = int(self.xp.count_nonzero(valid))
+        return get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
+
+    def forward_impl(self, bottom, top):
+        xp = self.xp
+        dt = numpy.dtype(bottom[0].dtype)
+        dims = (self.outer, self.num_labels, self.inner)
+        self.prob = softmax(xp, bottom[0].data.reshape(dims))
+        labels, valid = self._labels(bottom)
+        rows = self._matrix(bottom)[labels].transpose(0, 2, 1)  # (outer, K, inner): H[label, l]
+        logs = xp.log(xp.maximum(self.prob, dt.type(LOG_THRESHOLD)))
+        per_pos = (rows * logs).sum(axis=1)
+        loss = -xp.where(valid, per_pos, dt.type(0)).sum()
+        top[0].data[...] = loss / self._normalizer(valid, dt)
+        if len(top) == 2:
+            top[1].data.reshape(dims)[...] = self.prob
+
+    def backward_impl(self, top, propagate_down, bottom):
+        refuse_label_backward(self, propagate_down)
+        refuse_label_backward(self, propagate_down, 2, "infogain")
+        if not propagate_down[0]:
+            return
+        dt = numpy.dtype(bottom[0].dtype)
+        labels, valid = self._labels(bottom)
+        h = self._matrix(bottom)
+        row_sums = h.sum(axis=1)
+        rows = h[labels].transpose(0, 2, 1)
+        d = self.prob * row_sums[labels][:, None, :] - rows
+        d = d * valid[:, None, :].astype(dt)
+        scale = loss_weight(top) / self._normalizer(valid, dt)
+        bottom[0].diff.reshape(self.prob.shape)[...] = d * scale

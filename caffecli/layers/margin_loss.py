@@ -1,0 +1,120 @@
+"""Margin losses: HingeLoss (one-vs-all, L1 or L2) and ContrastiveLoss (Siamese pairs)."""
+import numpy
+
+from ..layer import LossLayer
+from ..proto import caffe_pb2
+from ..registry import register_layer
+from .loss import int_labels, label_mask, loss_weight, refuse_label_backward
+
+_H = caffe_pb2.HingeLossParameter
+
+
+@register_layer("HingeLoss")
+class HingeLossLayer(LossLayer):
+    """sum_k max(0, 1 - s_k x_k) / num (L1) or its squares (L2), s = +1 at the label, -1
+    elsewhere. Like Caffe, forward leaves the margins max(0, 1 - s x) in bottom[0]'s diff."""
+
+    def layer_setup(self, bottom, top):
+        self.norm = self.layer_param.hinge_loss_param.norm
+        if self.norm not in (_H.L1, _H.L2):
+            raise self.error("Unknown Norm %d" % self.norm)
+
+    def _flip_label_entries(self, a, labels):
+        a[self.xp.arange(a.shape[0]), labels] *= -1
+
+    def forward_impl(self, bottom, top):
+        xp = self.xp
+        dt = numpy.dtype(bottom[0].dtype)
+        num = bottom[0].num
+        dim = bottom[0].count() // num
+        if bottom[1].count() < num:
+            raise self.error("need %d labels, got %s" % (num, bottom[1].shape_string()))
+        self.labels = int_labels(xp, bottom[1], (-1,))[:num]
+        label_mask(self, xp, self.labels, dim)
+        m = bottom[0].data.reshape(num, dim).copy()
+        self._flip_label_entries(m, self.labels)
+        m = xp.maximum(dt.type(0), dt.type(1) + m)
+        self.margins = m
+        bottom[0].diff.reshape(num, dim)[...] = m  # Caffe's scratch use of the bottom diff
+        if self.norm == _H.L1:
+            total = xp.abs(m).sum()
+        else:
+            total = m.reshape(-1).dot(m.reshape(-1))
+        top[0].data[...] = total / dt.type(num)
+
+    def backward_impl(self, top, propagate_down, bottom):
+        refuse_label_backward(self, propagate_down)
+        if not propagate_down[0]:
+            return
+        dt = numpy.dtype(bottom[0].dtype)
+        num = self.margins.shape[0]
+        d = self.margins.copy()
+        self._flip_label_entries(d, self.labels)
+        w = loss_weight(top)
+        if self.norm == _H.L1:
+            d = self.xp.sign(d) * (w / dt.type(num))
+        else:
+            d = d * (w * dt.type(2) / dt.type(num))
+        bottom[0].diff.reshape(d.shape)[...] = d
+
+
+@register_layer("ContrastiveLoss")
+class ContrastiveLossLayer(LossLayer):
+    """Pairs (a, b, similar): d^2 for similar pairs, max(margin - d, 0)^2 for dissimilar ones
+    (legacy_version: max(margin - d^2, 0)), summed / (2 num); gradients to both features."""
+
+    exact_num_bottom_blobs = 3
+
+    def allow_force_backward(self, bottom_index):
+        return bottom_index != 2
+
+    def layer_setup(self, bottom, top):
+        a, b, y = bottom
+        if (a.channels != b.channels or (a.height, a.width, b.height, b.width) != (1, 1, 1, 1)
+                or (y.channels, y.height, y.width) != (1, 1, 1)):
+            raise self.error("features must be N x C x 1 x 1 with equal C and the similarity "
+                             "label N x 1 x 1 x 1 (got %s, %s, %s)"
+                             % (a.shape_string(), b.shape_string(), y.shape_string()))
+        p = self.layer_param.contrastive_loss_param
+        self.legacy = bool(p.legacy_version)
+
+    def reshape(self, bottom, top):
+        LossLayer.reshape(self, bottom, top)
+        a, b, y = bottom
+        if a.count() != b.count() or y.count() < a.num:
+            raise self.error("feature shapes %s and %s and label %s do not pair up"
+                             % (a.shape_string(), b.shape_string(), y.shape_string()))
+
+    def forward_impl(self, bottom, top):
+        xp = self.xp
+        dt = numpy.dtype(bottom[0].dtype)
+        num, ch = bottom[0].num, bottom[0].channels
+        margin = dt.type(self.layer_param.contrastive_loss_param.margin)
+        self.diff = (bottom[0].data.reshape(num, ch) - bottom[1].data.reshape(num, ch))
+        self.dist_sq = (self.diff * self.diff).sum(axis=1)
+        self.similar = int_labels(xp, bottom[2], (-1,))[:num] != 0
+        if self.legacy:
+            dissimilar = xp.maximum(margin - self.dist_sq, dt.type(0))
+        else:
+            dissimilar = xp.maximum(margin - xp.sqrt(self.dist_sq), dt.type(0)) ** 2
+        per_pair = xp.where(self.similar, self.dist_sq, dissimilar)
+        top[0].data[...] = per_pair.sum() / dt.type(num) / dt.type(2)
+
+    def backward_impl(self, top, propagate_down, bottom):
+        xp = self.xp
+        dt = numpy.dtype(bottom[0].dtype)
+        margin = dt.type(self.layer_param.contrastive_loss_param.margin)
+        num = self.diff.shape[0]
+        for i, sign in ((0, 1), (1, -1)):
+            if not propagate_down[i]:
+                continue
+            alpha = dt.type(sign) * loss_weight(top) / dt.type(num)
+            if self.legacy:
+                mdist = margin - self.dist_sq
+                beta = xp.full_like(mdist, -alpha)
+            else:
+                dist = xp.sqrt(self.dist_sq)
+                mdist = margin - dist
+                beta = -alpha * mdist / (dist + dt.type(1e-4))
+            coeff = xp.where(self.similar, alpha, xp.where(mdist > 0, beta, dt.type(0)))
+            bottom[i].diff.reshape(num, -1)[...] = self.diff * coeff[:, None]
