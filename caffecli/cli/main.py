@@ -105,7 +105,7 @@ def time_(model, iterations, phase, gpu, level, stage):
              stages=gflags.split_list(stage))
 
 
-@cli.command()
+@cli.command(name="device_query")
 @_gpu_option
 def device_query(gpu):
     """Show GPU diagnostic information."""
