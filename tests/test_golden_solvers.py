@@ -82,8 +82,10 @@ def test_own_snapshot_resumes_bitwise(case_dir):
     s.net.copy_trained_layers_from("init.caffemodel")
     s.step(12)    # snapshots at 6 (and 12) into the working copy, over Caffe's files
     want = [b.data.copy() for b in s.net.learnable_params]
+    state_file = _caffe_state_file(case)
+    assert os.path.exists(state_file + ".caffecli")   # ours now, with the exact-resume sidecar
     r = solvers.get_solver("solver.prototxt")
-    r.restore(_caffe_state_file(case))
+    r.restore(state_file)
     r.step(12 - r.iter)
     for got, w in zip(r.net.learnable_params, want):
         assert numpy.array_equal(got.data, w)
