@@ -351,3 +351,24 @@ def test_legacy_solver_type_enum_is_upgraded():
     p = solver_param('base_lr: 0.1 lr_policy: "fixed" solver_type: NESTEROV', TINY_NET)
     s = solvers.get_solver(p)
     assert isinstance(s, solvers.NesterovSolver) and s.type == "Nesterov"
+
+
+def test_debug_info_only_on_display_iterations(logs):
+    s = make('type: "SGD" base_lr: 0.1 lr_policy: "fixed" display: 2 debug_info: true')
+    s.step(1)
+    assert "[Forward] Layer ip" in logs.getvalue()
+    logs.seek(0)
+    logs.truncate()
+    s.step(1)    # iteration 1 does not display
+    assert "[Forward]" not in logs.getvalue()
+
+
+def test_snapshot_diff_writes_gradients(tmp_path, monkeypatch):
+    from caffecli.proto.io import read_binary
+    monkeypatch.chdir(tmp_path)
+    s = make('type: "SGD" base_lr: 0.1 lr_policy: "fixed" snapshot_diff: true '
+             'snapshot_prefix: "d"')
+    s.step(1)
+    model = read_binary(s.snapshot()[0], caffe_pb2.NetParameter())
+    ip = [l for l in model.layer if l.name == "ip"][0]
+    assert len(ip.blobs[0].diff) == 1 and ip.blobs[0].diff[0] != 0

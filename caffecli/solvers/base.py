@@ -257,7 +257,7 @@ class Solver:
             self.net.debug_info = display and param.debug_info
             loss = f32(0)
             for _ in range(max(param.iter_size, 1)):
-                loss += f32(self.net.forward_backward())
+                loss += f32(float(self.net.forward_backward()))
             loss /= f32(max(param.iter_size, 1))
             self._update_smoothed_loss(loss, start_iter, average_loss)
             if not warned_nonfinite and not math.isfinite(float(loss)):
@@ -334,7 +334,7 @@ class Solver:
             glog.info("solver.cpp:311", "Optimization stopped early.")
             return
         if param.display and self.iter % param.display == 0:
-            loss = f32(self.net.forward_pass())
+            loss = f32(float(self.net.forward_pass()))
             self._update_smoothed_loss(loss, start_iter, param.average_loss)
             glog.info("solver.cpp:327", "Iteration %d, loss = %s"
                       % (self.iter, glog.fmt(self.smoothed_loss)))
@@ -370,7 +370,7 @@ class Solver:
                 request = self.requested_action()
             if self.requested_early_exit:
                 break
-            iter_loss = f32(net.forward_pass())
+            iter_loss = f32(float(net.forward_pass()))
             if param.test_compute_loss:
                 loss += iter_loss
             values = [numpy.asarray(_host(b.data), dtype=f32).reshape(-1)
