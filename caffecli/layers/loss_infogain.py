@@ -36,7 +36,10 @@ class InfogainLossLayer(LossLayer):
             if not ip.HasField("source"):
                 raise self.error("Infogain matrix source must be specified.")
             h = Blob()
-            h.from_proto(read_blob_proto(ip.source))
+            try:
+                h.from_proto(read_blob_proto(ip.source))
+            except CaffeError as e:
+                raise self.error("infogain_loss_param.source: %s" % e)
             self.infogain = h
 
     def reshape(self, bottom, top):

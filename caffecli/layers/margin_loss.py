@@ -111,7 +111,7 @@ class ContrastiveLossLayer(LossLayer):
             alpha = dt.type(sign) * loss_weight(top) / dt.type(num)
             if self.legacy:
                 mdist = margin - self.dist_sq
-                beta = xp.full_like(mdist, -alpha)
+                beta = -alpha * xp.ones_like(mdist)
             else:
                 dist = xp.sqrt(self.dist_sq)
                 mdist = margin - dist
