@@ -11,11 +11,11 @@ import numpy
 
 from .. import glog, parallel, rng
 from ..errors import CaffeError
-from ..net import Net
 from ..proto import caffe_pb2
-from ..proto.io import read_net_param, read_solver_param, net_to_text
+from ..proto.io import read_solver_param, net_to_text
 from ..proto.upgrade import upgrade_snapshot_prefix, upgrade_solver_as_needed
 from . import snapshot as snapshot_io
+from .nets import build_test_nets, build_train_net
 
 f32 = numpy.float32
 ACTIONS = ("none", "stop", "snapshot")
@@ -108,8 +108,8 @@ class Solver:
         self._check_snapshot_write_permissions()
         if param.random_seed >= 0:
             rng.set_random_seed(param.random_seed + parallel.solver_rank())
-        self._init_train_net()
-        self._init_test_nets()
+        self.net = build_train_net(self)
+        self.test_nets = build_test_nets(self)
         self._info("solver.cpp:57", "Solver scaffolding done.")
         self.iter = 0
         self.current_step = 0
@@ -129,97 +129,6 @@ class Solver:
             raise CaffeError("Cannot write to snapshot prefix '%s'.  Make sure that the "
                              "directory exists and is writable." % param.snapshot_prefix) \
                 from None
-
-    def _weights_list(self):
-        names = []
-        for entry in self.param.weights:
-            names.extend(n.strip() for n in entry.split(","))
-        return names
-
-    def _load_weights(self, net):
-        for name in self._weights_list():
-            glog.info("solver.cpp:72", "Finetuning from " + name)
-            net.copy_trained_layers_from(name)
-
-    def _make_net(self, net_param):
-        return Net(net_param, dtype=self.dtype, log=self.root)
-
-    def _init_train_net(self):
-        param = self.param
-        fields = ("net", "net_param", "train_net", "train_net_param")
-        given = [f for f in fields if param.HasField(f)]
-        if not given:
-            raise CaffeError("SolverParameter must specify a train net using one of these "
-                             "fields: " + ", ".join(fields))
-        if len(given) > 1:
-            raise CaffeError("SolverParameter must not contain more than one of these fields "
-                             "specifying a train_net: " + ", ".join(fields))
-        if param.HasField("train_net_param"):
-            self._info("solver.cpp:88", "Creating training net specified in train_net_param.")
-            net_param = _copy(param.train_net_param)
-        elif param.HasField("train_net"):
-            self._info("solver.cpp:92", "Creating training net from train_net file: "
-                       + param.train_net)
-            net_param = read_net_param(param.train_net)
-        elif param.HasField("net_param"):
-            self._info("solver.cpp:97", "Creating training net specified in net_param.")
-            net_param = _copy(param.net_param)
-        else:
-            self._info("solver.cpp:102", "Creating training net from net file: " + param.net)
-            net_param = read_net_param(param.net)
-        state = caffe_pb2.NetState(phase=caffe_pb2.TRAIN)
-        state.MergeFrom(net_param.state)
-        state.MergeFrom(param.train_state)
-        net_param.state.CopyFrom(state)
-        self.net = self._make_net(net_param)
-        self._load_weights(self.net)
-
-    def _init_test_nets(self):
-        param = self.param
-        n_generic = int(param.HasField("net_param")) + int(param.HasField("net"))
-        if n_generic > 1:
-            raise CaffeError("Both net_param and net_file may not be specified.")
-        n_specific = len(param.test_net_param) + len(param.test_net)
-        if n_generic:
-            if len(param.test_iter) < n_specific:
-                raise CaffeError("test_iter must be specified for each test network.")
-        elif len(param.test_iter) != n_specific:
-            raise CaffeError("test_iter must be specified for each test network.")
-        n_instances = max(len(param.test_iter), n_specific)
-        if len(param.test_state) and len(param.test_state) != n_instances:
-            raise CaffeError("test_state must be unspecified or specified once per test net.")
-        if n_instances and param.test_interval <= 0:
-            raise CaffeError("test_interval must be > 0 when test nets are given (got %d)"
-                             % param.test_interval)
-        sources, net_params = [], []
-        for p in param.test_net_param:
-            sources.append("test_net_param")
-            net_params.append(_copy(p))
-        for path in param.test_net:
-            sources.append("test_net file: " + path)
-            net_params.append(read_net_param(path))
-        remaining = len(param.test_iter) - len(net_params)
-        for _ in range(remaining if n_generic else 0):
-            if param.HasField("net_param"):
-                sources.append("net_param")
-                net_params.append(_copy(param.net_param))
-            else:
-                sources.append("net file: " + param.net)
-                net_params.append(read_net_param(param.net))
-        self.test_nets = []
-        for i, net_param in enumerate(net_params):
-            state = caffe_pb2.NetState(phase=caffe_pb2.TEST)
-            state.MergeFrom(net_param.state)
-            if len(param.test_state):
-                state.MergeFrom(param.test_state[i])
-            net_param.state.CopyFrom(state)
-            self._info("solver.cpp:190", "Creating test net (#%d) specified by %s"
-                       % (i, sources[i]))
-            net = self._make_net(net_param)
-            net.debug_info = param.debug_info
-            self._load_weights(net)
-            net.share_trained_layers_with(self.net)
-            self.test_nets.append(net)
 
     # ---- the loop ----------------------------------------------------------------------
     def add_callback(self, callback):
@@ -424,12 +333,6 @@ class Solver:
     def restore_history(self, arrays):
         if arrays:
             raise CaffeError("Incorrect length of history blobs.")
-
-
-def _copy(net_param):
-    out = caffe_pb2.NetParameter()
-    out.CopyFrom(net_param)
-    return out
 
 
 def _host(array):
