@@ -147,3 +147,17 @@ def test_restore_finds_weights_beside_the_state(tmp_path, monkeypatch):
     r.restore(str(tmp_path / "snap_iter_2.solverstate"))
     numpy.testing.assert_array_equal(r.net.layer_by_name("ip2").blobs[0].data,
                                      s.net.layer_by_name("ip2").blobs[0].data)
+
+
+def test_a_sidecar_for_another_state_file_is_ignored(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    s = _solver("SGD", "BINARYPROTO")
+    s.step(3)
+    _, state_file, sidecar = s.snapshot()
+    state = read_binary(state_file, caffe_pb2.SolverState())
+    state.history[0].data[0] += 1           # e.g. Caffe rewrote the state under the same name
+    with open(state_file, "wb") as f:
+        f.write(state.SerializeToString())
+    r = _solver("SGD", "BINARYPROTO")
+    r.restore(state_file)
+    assert r.net.layer_by_name("data").cursor == 0

@@ -3,8 +3,6 @@
 Each keeps Caffe's operation order and where ``delta`` enters, in the parameter's dtype, so
 float32 results match the C++ ones. AdaDelta and Adam keep a second history set after the first.
 """
-import math
-
 import numpy
 
 from ..errors import CaffeError
@@ -100,7 +98,9 @@ class AdamSolver(SGDSolver):
         beta1 = f32(self.param.momentum)
         beta2 = f32(self.param.momentum2)
         t = self.iter + 1
-        correction = f32(math.sqrt(1.0 - float(beta2) ** t) / (1.0 - float(beta1) ** t))
+        with numpy.errstate(divide="ignore", invalid="ignore"):
+            correction = f32(numpy.sqrt(1.0 - numpy.float64(beta2) ** t)
+                             / (1.0 - numpy.float64(beta1) ** t))
         m *= beta1
         m += (f32(1) - beta1) * g
         v *= beta2

@@ -4,6 +4,7 @@ sidecar (``<state file>.caffecli``) with the random generator and data positions
 Every file is written atomically (temporary file + rename). A state without a sidecar (made by
 Caffe) restores as Caffe does: the data layers restart at their first record.
 """
+import hashlib
 import io
 import json
 import os
@@ -30,19 +31,22 @@ def snapshot(solver):
         write_binary(model, solver.net.to_proto(write_diff))
         state = solver.snapshot_filename(".solverstate")
         glog.info("sgd_solver.cpp:284", "Snapshotting solver state to binary proto file " + state)
-        write_binary(state, state_proto(solver, model))
+        state_bytes = state_proto(solver, model).SerializeToString()
+        write_bytes_atomic(state, state_bytes)
     elif fmt == caffe_pb2.SolverParameter.HDF5:
         model = solver.snapshot_filename(".caffemodel.h5")
         glog.info("solver.cpp:474", "Snapshotting to HDF5 file " + model)
         solver.net.save(model, write_diff)
         state = solver.snapshot_filename(".solverstate.h5")
         glog.info("sgd_solver.cpp:296", "Snapshotting solver state to HDF5 file " + state)
-        write_bytes_atomic(state, state_hdf5_bytes(solver, model))
+        state_bytes = state_hdf5_bytes(solver, model)
+        write_bytes_atomic(state, state_bytes)
     else:
         raise CaffeError("Unsupported snapshot format: %d" % fmt)
     sidecar = state + SIDECAR_SUFFIX
-    write_bytes_atomic(sidecar, json.dumps(sidecar_state(solver), cls=_Encoder,
-                                           sort_keys=True).encode("utf-8"))
+    side = sidecar_state(solver)
+    side["state_sha256"] = hashlib.sha256(state_bytes).hexdigest()
+    write_bytes_atomic(sidecar, json.dumps(side, cls=_Encoder, sort_keys=True).encode("utf-8"))
     return [model, state, sidecar]
 
 
@@ -100,7 +104,7 @@ def restore(solver, state_file):
         _restore_hdf5(solver, state_file)
     else:
         _restore_binary(solver, state_file)
-    _restore_sidecar(solver, state_file + SIDECAR_SUFFIX)
+    _restore_sidecar(solver, state_file)
 
 
 def _learned_net_path(learned_net, state_file):
@@ -165,7 +169,10 @@ def _restore_hdf5(solver, state_file):
     solver.restore_history(arrays)
 
 
-def _restore_sidecar(solver, path):
+def _restore_sidecar(solver, state_file):
+    """Restore rng and data positions from the sidecar written with ``state_file`` (if it is
+    there and belongs to exactly that file)."""
+    path = state_file + SIDECAR_SUFFIX
     if not os.path.exists(path):
         return False
     try:
@@ -174,7 +181,10 @@ def _restore_sidecar(solver, path):
     except (OSError, ValueError) as exc:
         glog.warning("snapshot.py", "Ignoring unreadable resume sidecar %s (%s)" % (path, exc))
         return False
-    if state.get("format") != SIDECAR_FORMAT or state.get("iter") != solver.iter:
+    with open(state_file, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    if (state.get("format") != SIDECAR_FORMAT or state.get("iter") != solver.iter
+            or state.get("state_sha256") != digest):
         glog.warning("snapshot.py", "Ignoring resume sidecar %s: it does not match the solver "
                      "state (iteration %s, expected %d)" % (path, state.get("iter"), solver.iter))
         return False
