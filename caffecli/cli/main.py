@@ -70,7 +70,10 @@ def cli(debug):
               help="On SIGINT: stop, snapshot or none.")
 @click.option("--sighup_effect", "--sighup-effect", default="snapshot",
               help="On SIGHUP: stop, snapshot or none.")
-def train(solver, weights, snapshot, gpu, level, stage, sigint_effect, sighup_effect):
+@click.option("--iterations", type=int, default=50, hidden=True,
+              help="Accepted and ignored, as by caffe train (max_iter comes from the solver).")
+def train(solver, weights, snapshot, gpu, level, stage, sigint_effect, sighup_effect,
+          iterations):
     """Train or finetune a model."""
     from .train import run_train
     run_train(solver, weights=weights, snapshot=snapshot, gpu=gpu, level=level,

@@ -84,7 +84,14 @@ def _select_devices(param, gpu_flag):
     if not gpu_flag and param.HasField("solver_mode") and \
             param.solver_mode == caffe_pb2.SolverParameter.GPU:
         gpu_flag = str(param.device_id) if param.HasField("device_id") else "0"
-    gpus = parse_gpus(gpu_flag)
+        try:
+            gpus = parse_gpus(gpu_flag)
+        except CaffeError as exc:
+            raise CaffeError("the solver asks for solver_mode: GPU (device %s) but %s; set "
+                             "solver_mode: CPU to train on the CPU"
+                             % (gpu_flag, str(exc).split(": ", 1)[-1])) from None
+    else:
+        gpus = parse_gpus(gpu_flag)
     if not gpus:
         glog.info("caffe.cpp:197", "Use CPU.")
         backend.set_mode_cpu()
