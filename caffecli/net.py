@@ -115,7 +115,8 @@ class Net(PycaffeNetMixin):
     def _init(self, in_param):
         self.phase = in_param.state.phase
         filtered = filter_net(in_param, self.log)
-        self._info(53, "Initializing net from parameters: \n" + net_to_text(filtered))
+        self._info(53, "Initializing net from parameters: \n"
+                   + net_to_text(filtered).rstrip("\n"))
         param = insert_splits(filtered)
         self.name = param.name
         self.param = param
