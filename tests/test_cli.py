@@ -546,3 +546,10 @@ def test_log_numbers_parse_with_parse_log_regexes():
     assert _log_time(line).year == 2026
     assert RE_LEARNING_RATE.search(line).group(1) == "0.01"
     assert numpy.isclose(float(RE_ITERATION.search(line).group(1)), 5)
+
+
+def test_help_and_version(tmp_path):
+    result = run_cli(["train", "-help"], tmp_path)
+    assert result.exit_code == 0 and "--solver" in result.stdout
+    result = run_cli(["--version"], tmp_path)
+    assert result.exit_code == 0 and "caffecli" in result.stdout

@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from .. import glog
+from .. import __version__, glog
 from ..net import TEST, TRAIN
 from . import errors, gflags
 
@@ -52,7 +52,7 @@ def _state_options(f):
 
 @click.group(cls=CaffeGroup, context_settings={"help_option_names": ["--help", "-h"]})
 @click.option("--debug", is_flag=True, help="Show Python tracebacks instead of one-line errors.")
-@click.version_option(package_name="caffecli", prog_name="caffecli")
+@click.version_option(version=__version__, prog_name="caffecli")
 def cli(debug):
     """Caffe's command-line brew: train, test, time, device_query, and data tools."""
     level = os.environ.get("GLOG_minloglevel")
