@@ -1,0 +1,192 @@
+"""Batch sources run by the prefetch thread: a Datum database and an image list.
+
+A source owns its read position and private generators; ``next_batch()`` returns the top arrays
+and the source state right after them, so a layer can report exactly where the data it has
+handed out ends even while the thread reads ahead. Sources never reference their layer.
+"""
+import os
+import re
+
+import numpy
+
+from .. import rng as rng_mod
+from ..errors import CaffeError
+from . import datum as datum_mod
+from . import db as db_mod
+from . import image_io
+
+
+def transform_items(transformer, items, dtype, names):
+    """Transform a list of CxHxW arrays into one batch; items must share one transformed shape
+    (stacked in one vectorized pass when their raw shapes agree, as they normally do)."""
+    first = items[0].shape
+    if all(a.shape == first for a in items):
+        return transformer.transform(numpy.stack(items), dtype)
+    want = transformer.infer_shape(first)
+    for a, name in zip(items, names):
+        if a.shape[0] != first[0] or transformer.infer_shape(a.shape) != want \
+                or not transformer.crop_size:
+            raise CaffeError("%s: data shape %s differs from %s of the batch's first record %s"
+                             % (name, "x".join(map(str, a.shape)), "x".join(map(str, first)),
+                                names[0]))
+    return numpy.concatenate([transformer.transform(a[None], dtype) for a in items])
+
+
+class DBSource:
+    """Datum records from LMDB/LevelDB, in key order, wrapping to the first at the end."""
+
+    def __init__(self, path, backend, batch_size, transformer, dtype, labels,
+                 force_color=False, force_gray=False, rand_skip=0):
+        if batch_size <= 0:
+            raise CaffeError("%s: batch_size must be positive" % path)
+        self.path = path
+        self.cursor = db_mod.open_reader(path, backend)
+        self.batch_size = int(batch_size)
+        self.transformer = transformer
+        self.dtype = dtype
+        self.labels = labels
+        self.force = (bool(force_color), bool(force_gray))
+        self.offset = 0
+        if rand_skip:
+            skip = int(rng_mod.rng().integers(0, rand_skip))
+            for _ in range(skip):
+                self._next()
+
+    def _next(self):
+        self.cursor.next()
+        self.offset += 1
+
+    def _name(self):
+        return "%s record %s" % (self.path, self.cursor.key().decode("utf-8", "replace"))
+
+    def current(self):
+        """The decoded CxHxW array and label at the cursor."""
+        name = self._name()
+        d = datum_mod.parse(self.cursor.value(), name)
+        return datum_mod.to_array(d, *self.force, what=name), d.label, name
+
+    def first_shape(self):
+        """The transformed 1xCxHxW shape of the record at the cursor (shape inference)."""
+        arr = self.current()[0]
+        return (1,) + tuple(self.transformer.infer_shape(arr.shape))
+
+    def next_batch(self):
+        items, labels, names = [], [], []
+        for _ in range(self.batch_size):
+            arr, label, name = self.current()
+            items.append(arr)
+            labels.append(label)
+            names.append(name)
+            self._next()
+        tops = [transform_items(self.transformer, items, self.dtype, names)]
+        if self.labels:
+            tops.append(numpy.asarray(labels, dtype=self.dtype))
+        return tops, self.get_state()
+
+    def get_state(self):
+        return {"key": self.cursor.key().hex(), "offset": self.offset,
+                "transform_rng": self.transformer.get_state()}
+
+    def set_state(self, state):
+        self.cursor.seek(bytes.fromhex(state["key"]))
+        self.offset = int(state.get("offset", 0))
+        self.transformer.set_state(state.get("transform_rng"))
+
+    def close(self):
+        self.cursor.close()
+
+
+_ATOI = re.compile(r"^\s*([+-]?\d+)")
+
+
+def read_image_list(source):
+    """Caffe's list file: one ``path label`` per line, split at the last space (atoi label)."""
+    if not os.path.isfile(source):
+        raise CaffeError("%s: image list file not found" % source)
+    lines = []
+    with open(source, encoding="utf-8", errors="surrogateescape") as f:
+        for raw in f:
+            line = raw.rstrip("\r\n")
+            if not line.strip():
+                continue
+            pos = line.rfind(" ")
+            m = _ATOI.match(line[pos + 1:])
+            lines.append((line[:pos] if pos >= 0 else line, int(m.group(1)) if m else 0))
+    if not lines:
+        raise CaffeError("%s: image list file is empty" % source)
+    return lines
+
+
+class ImageListSource:
+    """Images named in a list file (ImageData): decoded, resized, optionally reshuffled each
+    epoch with a private generator."""
+
+    def __init__(self, lines, root_folder, batch_size, transformer, dtype, new_height=0,
+                 new_width=0, is_color=True, shuffle=False, rand_skip=0, what="ImageData"):
+        if batch_size <= 0:
+            raise CaffeError("%s: batch_size must be positive" % what)
+        if (new_height > 0) != (new_width > 0):
+            raise CaffeError("%s: new_height and new_width must be set together" % what)
+        self.lines = lines
+        self.root = root_folder
+        self.batch_size = int(batch_size)
+        self.transformer = transformer
+        self.dtype = dtype
+        self.size = (int(new_height), int(new_width))
+        self.is_color = bool(is_color)
+        self.shuffle = bool(shuffle)
+        self.order = numpy.arange(len(lines))
+        self.pos = 0
+        self.shuffle_rng = None
+        if self.shuffle:
+            self.shuffle_rng = numpy.random.default_rng(int(rng_mod.rng().integers(0, 2 ** 63)))
+            self.shuffle_rng.shuffle(self.order)
+        if rand_skip:
+            skip = int(rng_mod.rng().integers(0, rand_skip))
+            if skip >= len(lines):
+                raise CaffeError("%s: not enough images (%d) to skip %d" % (what, len(lines), skip))
+            self.pos = skip
+
+    def image(self, index):
+        path, label = self.lines[self.order[index]]
+        img = image_io.read_image(self.root + path, self.size[0], self.size[1], self.is_color)
+        return image_io.to_chw(img), label, self.root + path
+
+    def first_shape(self):
+        arr = self.image(self.pos)[0]
+        return (1,) + tuple(self.transformer.infer_shape(arr.shape))
+
+    def next_batch(self):
+        items, labels, names = [], [], []
+        for _ in range(self.batch_size):
+            arr, label, name = self.image(self.pos)
+            items.append(arr)
+            labels.append(label)
+            names.append(name)
+            self.pos += 1
+            if self.pos >= len(self.lines):
+                self.pos = 0
+                if self.shuffle:
+                    self.shuffle_rng.shuffle(self.order)
+        data = transform_items(self.transformer, items, self.dtype, names)
+        return [data, numpy.asarray(labels, dtype=self.dtype)], self.get_state()
+
+    def get_state(self):
+        return {"pos": self.pos, "order": self.order.copy(),
+                "shuffle_rng": None if self.shuffle_rng is None
+                else self.shuffle_rng.bit_generator.state,
+                "transform_rng": self.transformer.get_state()}
+
+    def set_state(self, state):
+        order = numpy.asarray(state["order"], dtype=numpy.int64)
+        if order.shape != self.order.shape:
+            raise CaffeError("saved image order has %d entries, the list has %d"
+                             % (order.size, self.order.size))
+        self.order = order
+        self.pos = int(state["pos"])
+        if state.get("shuffle_rng") is not None and self.shuffle_rng is not None:
+            self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
+        self.transformer.set_state(state.get("transform_rng"))
+
+    def close(self):
+        pass

@@ -1,0 +1,129 @@
+"""DataTransformer (Caffe's data_transformer.cpp): crop, mirror, mean subtraction, scaling.
+
+Every value is ``(pixel - mean) * scale`` as Caffe computes it; crops are random in TRAIN and
+centred in TEST, and the mean file is cropped at the same offset as the image. Randomness comes
+from a private generator seeded from caffecli.rng at construction (Caffe's InitRand), so the
+prefetch thread never races the main thread's random stream.
+"""
+import numpy
+
+from .. import rng as rng_mod
+from ..errors import CaffeError
+from ..proto import caffe_pb2
+
+
+def load_mean_file(path):
+    """A BlobProto mean as a float32 CxHxW array (its first image)."""
+    from ..blob import Blob
+    from ..proto.io import read_blob_proto
+    proto = read_blob_proto(path)
+    shape = Blob.proto_shape(proto)
+    values = numpy.asarray(proto.double_data or proto.data, dtype=numpy.float32)
+    if len(shape) == 0 or values.size == 0:
+        raise CaffeError("%s: mean file holds no data" % path)
+    dims = (1, 1, 1) + tuple(shape)
+    chw = dims[-3:]
+    per_image = chw[0] * chw[1] * chw[2]
+    if values.size % per_image:
+        raise CaffeError("%s: mean file has %d values for shape %s"
+                         % (path, values.size, "x".join(map(str, shape))))
+    return values[:per_image].reshape(chw)
+
+
+class DataTransformer:
+    """Applies a TransformationParameter to batches of CxHxW arrays."""
+
+    def __init__(self, param=None, phase=caffe_pb2.TEST, what="DataTransformer"):
+        self.param = param if param is not None else caffe_pb2.TransformationParameter()
+        self.phase = phase
+        self.what = what
+        p = self.param
+        self.crop_size = int(p.crop_size)
+        self.scale = float(p.scale)
+        self.mirror = bool(p.mirror)
+        self.mean = None
+        self.mean_values = [float(v) for v in p.mean_value]
+        if p.HasField("mean_file") and self.mean_values:
+            raise CaffeError("%s: cannot specify mean_file and mean_value at the same time"
+                             % what)
+        if p.HasField("mean_file"):
+            self.mean_file = p.mean_file
+            self.mean = load_mean_file(p.mean_file)
+        self.rng = None
+        self.init_rand()
+
+    @property
+    def needs_rand(self):
+        return self.mirror or (self.phase == caffe_pb2.TRAIN and self.crop_size > 0)
+
+    def init_rand(self):
+        """Caffe's InitRand: a private generator seeded from the global stream when needed."""
+        if self.needs_rand:
+            seed = int(rng_mod.rng().integers(0, 2 ** 63))
+            self.rng = numpy.random.default_rng(seed)
+        else:
+            self.rng = None
+
+    def get_state(self):
+        return None if self.rng is None else self.rng.bit_generator.state
+
+    def set_state(self, state):
+        if state is not None and self.rng is not None:
+            self.rng.bit_generator.state = state
+
+    # ---- shapes ---------------------------------------------------------------------------
+    def infer_shape(self, chw_shape):
+        """The transformed CxHxW shape of an input of ``chw_shape``."""
+        c, h, w = (int(d) for d in chw_shape)
+        if c <= 0:
+            raise CaffeError("%s: input has %d channels" % (self.what, c))
+        if self.crop_size:
+            if h < self.crop_size or w < self.crop_size:
+                raise CaffeError("%s: crop_size %d is larger than the input %dx%d"
+                                 % (self.what, self.crop_size, h, w))
+            return (c, self.crop_size, self.crop_size)
+        return (c, h, w)
+
+    def _check_mean(self, chw_shape):
+        if self.mean is not None and tuple(self.mean.shape) != tuple(chw_shape):
+            raise CaffeError("%s: mean file %s has shape %s but the data is %s"
+                             % (self.what, self.mean_file, "x".join(map(str, self.mean.shape)),
+                                "x".join(map(str, chw_shape))))
+        n = len(self.mean_values)
+        if n > 1 and n != chw_shape[0]:
+            raise CaffeError("%s: specify either 1 mean_value or as many as channels (%d), "
+                             "got %d" % (self.what, chw_shape[0], n))
+
+    # ---- transform ------------------------------------------------------------------------
+    def transform(self, batch, dtype=numpy.float32):
+        """Transform an (N, C, H, W) array of raw values; returns (N, C, h, w) in ``dtype``."""
+        batch = numpy.asarray(batch)
+        n, c, h, w = batch.shape
+        self._check_mean((c, h, w))
+        oc, oh, ow = self.infer_shape((c, h, w))
+        do_mirror = (self.rng.integers(0, 2, size=n).astype(bool) if self.mirror
+                     else numpy.zeros(n, dtype=bool))
+        if self.crop_size and self.phase == caffe_pb2.TRAIN:
+            h_off = self.rng.integers(0, h - oh + 1, size=n)
+            w_off = self.rng.integers(0, w - ow + 1, size=n)
+        else:
+            h_off = numpy.full(n, (h - oh) // 2)
+            w_off = numpy.full(n, (w - ow) // 2)
+        rows = h_off[:, None] + numpy.arange(oh)[None, :]                  # (n, oh)
+        cols = w_off[:, None] + numpy.arange(ow)[None, :]                  # (n, ow)
+        cols = numpy.where(do_mirror[:, None], cols[:, ::-1], cols)
+        ni = numpy.arange(n)[:, None, None, None]
+        ci = numpy.arange(c)[None, :, None, None]
+        ri = rows[:, None, :, None]
+        wi = cols[:, None, None, :]
+        pixels = batch[ni, ci, ri, wi].astype(dtype)
+        scale = numpy.asarray(self.scale, dtype=dtype)
+        if self.mean is not None:
+            mean = self.mean.astype(dtype)[ci[0], ri, wi]
+            return (pixels - mean) * scale
+        if self.mean_values:
+            values = numpy.asarray(self.mean_values, dtype=dtype)
+            if values.size == 1:
+                values = numpy.repeat(values, c)
+            return (pixels - values[None, :, None, None]) * scale
+        return pixels * scale
