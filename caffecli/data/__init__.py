@@ -1,0 +1,1 @@
+"""The data pipeline: databases, Datum decoding, image I/O, transforms and prefetching."""

@@ -1,0 +1,199 @@
+"""HDF5Data (rows of datasets named after the tops, from files listed in a text file) and
+HDF5Output (writes its two bottoms as datasets ``data`` and ``label``), as Caffe's.
+
+HDF5Data reads in forward without a thread, crossing file boundaries row by row as Caffe does:
+at the end of a file it loads the next one, at the end of the list it loops to the first.
+"""
+import os
+
+import numpy
+
+from .. import backend, glog
+from .. import rng as rng_mod
+from ..errors import CaffeError
+from ..layer import Layer
+from ..registry import register_layer
+
+_logged_class = []
+
+
+def _h5py():
+    import h5py
+    return h5py
+
+
+def load_hdf5_file(filename, names, dtype):
+    """The datasets ``names`` of ``filename`` as arrays of ``dtype`` (rows on axis 0)."""
+    h5py = _h5py()
+    if not os.path.isfile(filename):
+        raise CaffeError("%s: HDF5 file not found" % filename)
+    try:
+        f = h5py.File(filename, "r")
+    except OSError as e:
+        raise CaffeError("%s: failed opening HDF5 file (%s)" % (filename, e)) from None
+    arrays = []
+    with f:
+        for name in names:
+            ds = f.get(name)
+            if not isinstance(ds, h5py.Dataset):
+                raise CaffeError("%s: failed to find HDF5 dataset %s" % (filename, name))
+            if ds.dtype.kind not in "fiu":
+                raise CaffeError("%s: dataset %s has unsupported type %s"
+                                 % (filename, name, ds.dtype))
+            if ds.ndim < 1:
+                raise CaffeError("%s: dataset %s must have at least 1 axis" % (filename, name))
+            if not _logged_class:
+                _logged_class.append(True)
+                glog.info("hdf5.cpp:%d" % (33 if ds.dtype.kind == "f" else 36),
+                          "Datatype class: %s" % ("H5T_FLOAT" if ds.dtype.kind == "f"
+                                                  else "H5T_INTEGER"))
+            arrays.append(numpy.asarray(ds[()], dtype=dtype))
+    num = arrays[0].shape[0]
+    for name, a in zip(names, arrays):
+        if a.shape[0] != num:
+            raise CaffeError("%s: dataset %s has %d rows, %s has %d"
+                             % (filename, name, a.shape[0], names[0], num))
+    return arrays
+
+
+@register_layer("HDF5Data")
+class HDF5DataLayer(Layer):
+    exact_num_bottom_blobs = 0
+    min_top_blobs = 1
+
+    def layer_setup(self, bottom, top):
+        if self.layer_param.HasField("transform_param"):
+            raise self.error("HDF5Data does not transform data")
+        p = self.layer_param.hdf5_data_param
+        self.batch_size = int(p.batch_size)
+        if self.batch_size <= 0:
+            raise self.error("hdf5_data_param.batch_size must be positive")
+        self.shuffle = bool(p.shuffle)
+        self.names = list(self.layer_param.top)
+        self.dtype = numpy.dtype(top[0].dtype)
+        glog.info("hdf5_data_layer.cpp:81", "Loading list of HDF5 filenames from: " + p.source)
+        if not os.path.isfile(p.source):
+            raise self.error("failed to open source file %s" % p.source)
+        with open(p.source) as f:
+            self.filenames = f.read().split()
+        glog.info("hdf5_data_layer.cpp:95", "Number of HDF5 files: %d" % len(self.filenames))
+        if not self.filenames:
+            raise self.error("must have at least 1 HDF5 filename listed in %s" % p.source)
+        self.file_perm = numpy.arange(len(self.filenames))
+        if self.shuffle:
+            rng_mod.rng().shuffle(self.file_perm)
+        self.current_file = 0
+        self._load(self.current_file)
+        self.current_row = 0
+        self.row_shapes = [a.shape[1:] for a in self.arrays]
+        for t, a in zip(top, self.arrays):
+            t.reshape((self.batch_size,) + a.shape[1:])
+
+    def _load(self, file_pos, data_perm=None):
+        name = self.filenames[self.file_perm[file_pos]]
+        try:
+            self.arrays = load_hdf5_file(name, self.names, self.dtype)
+        except CaffeError as e:
+            raise self.error(str(e)) from None
+        shapes = getattr(self, "row_shapes", None)
+        if shapes is not None:
+            for n, a, s in zip(self.names, self.arrays, shapes):
+                if a.shape[1:] != s:
+                    raise self.error("%s: dataset %s rows have shape %s, the first file's %s"
+                                     % (name, n, a.shape[1:], s))
+        rows = self.arrays[0].shape[0]
+        if rows == 0:
+            raise self.error("%s: dataset %s has no rows" % (name, self.names[0]))
+        if data_perm is not None:
+            self.data_perm = numpy.asarray(data_perm, dtype=numpy.int64)
+        else:
+            self.data_perm = numpy.arange(rows)
+            if self.shuffle:
+                rng_mod.rng().shuffle(self.data_perm)
+
+    def _end_of_file(self):
+        """Caffe's Next() at the last row: next file (or loop), reshuffle as configured."""
+        if len(self.filenames) > 1:
+            self.current_file += 1
+            if self.current_file == len(self.filenames):
+                self.current_file = 0
+                if self.shuffle:
+                    rng_mod.rng().shuffle(self.file_perm)
+            self._load(self.current_file)
+        self.current_row = 0
+        if self.shuffle:
+            rng_mod.rng().shuffle(self.data_perm)
+
+    def reshape(self, bottom, top):
+        pass
+
+    def forward_impl(self, bottom, top):
+        filled = 0
+        while filled < self.batch_size:
+            rows = self.arrays[0].shape[0]
+            k = min(self.batch_size - filled, rows - self.current_row)
+            idx = self.data_perm[self.current_row:self.current_row + k]
+            for t, a in zip(top, self.arrays):
+                t.data[filled:filled + k] = backend.to_device(a[idx])
+            filled += k
+            self.current_row += k
+            if self.current_row == rows:
+                self._end_of_file()
+
+    def get_data_state(self):
+        return {"file": int(self.current_file), "row": int(self.current_row),
+                "file_perm": self.file_perm.copy(), "data_perm": self.data_perm.copy()}
+
+    def set_data_state(self, state):
+        perm = numpy.asarray(state["file_perm"], dtype=numpy.int64)
+        if perm.shape != self.file_perm.shape:
+            raise self.error("saved state lists %d files, the source has %d"
+                             % (perm.size, self.file_perm.size))
+        self.file_perm = perm
+        self.current_file = int(state["file"])
+        self._load(self.current_file, state["data_perm"])
+        self.current_row = int(state["row"])
+
+
+def legacy_shape(shape):
+    """Caffe's (num, channels, height, width) view of a blob of at most 4 axes."""
+    if len(shape) > 4:
+        raise CaffeError("cannot use legacy accessors on a blob of %d axes" % len(shape))
+    return tuple(shape) + (1,) * (4 - len(shape))
+
+
+@register_layer("HDF5Output")
+class HDF5OutputLayer(Layer):
+    """Writes bottom 0 as ``data`` and bottom 1 as ``label`` (4-D, as Caffe) to file_name.
+
+    The file is truncated at setup; each forward pass rewrites both datasets with its batch."""
+
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 0
+
+    def layer_setup(self, bottom, top):
+        self.file_name = self.layer_param.hdf5_output_param.file_name
+        if not self.file_name:
+            raise self.error("hdf5_output_param.file_name is not set")
+        try:
+            _h5py().File(self.file_name, "w").close()
+        except OSError as e:
+            raise self.error("failed to open HDF5 file %s (%s)" % (self.file_name, e)) from None
+
+    def reshape(self, bottom, top):
+        if bottom[0].shape[:1] != bottom[1].shape[:1]:
+            raise self.error("data and label must have the same batch size (%s vs %s)"
+                             % (bottom[0].shape_string(), bottom[1].shape_string()))
+
+    def forward_impl(self, bottom, top):
+        glog.info("hdf5_output_layer.cpp:31", "Saving HDF5 file " + self.file_name)
+        with _h5py().File(self.file_name, "a") as f:
+            for name, blob in (("data", bottom[0]), ("label", bottom[1])):
+                if name in f:
+                    del f[name]
+                arr = backend.to_host(blob.data).reshape(legacy_shape(blob.shape))
+                f.create_dataset(name, data=arr)
+        glog.info("hdf5_output_layer.cpp:39", "Successfully saved %d rows" % bottom[0].shape[0])
+
+    def backward_impl(self, top, propagate_down, bottom):
+        pass
