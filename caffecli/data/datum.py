@@ -48,7 +48,7 @@ def from_image(img, label):
     """CVMatToDatum: an HxWxC uint8 image into a raw (unencoded) byte Datum."""
     chw = image_io.to_chw(img)
     datum = caffe_pb2.Datum(channels=chw.shape[0], height=chw.shape[1], width=chw.shape[2],
-                            data=chw.tobytes(), label=int(label))
+                            data=chw.tobytes(), label=int(label), encoded=False)
     return datum
 
 

@@ -1,0 +1,68 @@
+"""compute_image_mean: the mean image of a Datum database as a BlobProto (Caffe's tool).
+
+Sums in float32 record by record, as Caffe's BlobProto accumulation does, then divides by the
+count; prints the per-channel mean values.
+"""
+import click
+import numpy
+
+from .. import glog
+from ..data import datum as datum_mod
+from ..data import db as db_mod
+from ..errors import CaffeError
+from ..proto import caffe_pb2
+from ..proto.io import write_binary
+from ._common import GflagsCommand, progress
+
+
+@click.command("compute_image_mean", cls=GflagsCommand,
+               help="Compute the mean_image of a set of images given by a leveldb/lmdb.  "
+                    "Usage: compute_image_mean [FLAGS] INPUT_DB [OUTPUT_FILE]")
+@click.option("--backend", default="lmdb", show_default=True,
+              help="The backend {leveldb, lmdb} containing the images")
+@click.argument("input_db")
+@click.argument("output_file", required=False)
+def compute_image_mean(backend, input_db, output_file):
+    run(input_db, output_file, backend)
+
+
+def run(input_db, output_file=None, backend="lmdb"):
+    """Returns the mean as a float32 CxHxW array (and writes it when ``output_file``)."""
+    total, count, shape = None, 0, None
+    bar = progress(None, "compute_image_mean")
+    for key, value in db_mod.iterate(input_db, backend):
+        name = "%s record %s" % (input_db, key.decode("utf-8", "replace"))
+        d = datum_mod.parse(value, name)
+        arr = datum_mod.to_array(d, what=name)
+        if total is None:
+            if d.encoded:
+                glog.info("compute_image_mean.cpp:55", "Decoding Datum")
+            shape = arr.shape
+            total = numpy.zeros(shape, dtype=numpy.float32)
+            glog.info("compute_image_mean.cpp:68", "Starting iteration")
+        if arr.shape != shape:
+            raise CaffeError("%s: incorrect data size %s (the first record is %s)"
+                             % (name, "x".join(map(str, arr.shape)),
+                                "x".join(map(str, shape))))
+        total += arr.astype(numpy.float32)
+        count += 1
+        bar.update()
+        if count % 10000 == 0:
+            glog.info("compute_image_mean.cpp:94", "Processed %d files." % count)
+    bar.close()
+    if count % 10000:
+        glog.info("compute_image_mean.cpp:99", "Processed %d files." % count)
+    mean = total / numpy.float32(count)
+    if output_file:
+        glog.info("compute_image_mean.cpp:108", "Write to " + output_file)
+        proto = caffe_pb2.BlobProto(num=1, channels=shape[0], height=shape[1], width=shape[2])
+        proto.data.extend(mean.ravel().tolist())
+        write_binary(output_file, proto)
+    glog.info("compute_image_mean.cpp:114", "Number of channels: %d" % shape[0])
+    # float32 running sums over each channel's pixels (cumsum is sequential, as Caffe's loop)
+    channel_sums = numpy.cumsum(mean.reshape(shape[0], -1), axis=1, dtype=numpy.float32)[:, -1]
+    dim = numpy.float32(shape[1] * shape[2])
+    for c in range(shape[0]):
+        glog.info("compute_image_mean.cpp:119", "mean_value channel [%d]: %s"
+                  % (c, glog.fmt(float(channel_sums[c] / dim))))
+    return mean

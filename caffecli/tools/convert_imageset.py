@@ -1,0 +1,106 @@
+"""convert_imageset: images named in a list file -> an LMDB/LevelDB of Datums (Caffe's tool).
+
+Keys are ``%08d_<path>``; images are decoded by OpenCV (BGR), optionally resized, and stored
+raw or re-encoded (``--encoded`` / ``--encode_type``), exactly as Caffe's ReadImageToDatum.
+"""
+import os
+
+import click
+
+from .. import glog
+from .. import rng as rng_mod
+from ..data import datum as datum_mod
+from ..data import db as db_mod
+from ..data import image_io
+from ..data.sources import read_image_list
+from ..errors import CaffeError
+from ._common import GflagsCommand, bool_flag, progress
+
+
+def _match_ext(filename, enc):
+    ext = filename.rsplit(".", 1)[-1].lower()
+    enc = enc.lower()
+    return ext == enc or (enc == "jpg" and ext == "jpeg")
+
+
+def image_to_datum(path, label, height, width, is_color, encoding):
+    """Caffe's ReadImageToDatum; None when the image cannot be read (the caller skips it)."""
+    try:
+        img = image_io.read_image(path, height, width, is_color)
+    except CaffeError:
+        return None
+    if encoding:
+        if (img.shape[2] == 3) == is_color and not height and not width \
+                and _match_ext(path, encoding):
+            with open(path, "rb") as f:
+                return datum_mod.from_encoded(f.read(), label)
+        return datum_mod.from_encoded(image_io.encode(img, encoding), label)
+    return datum_mod.from_image(img, label)
+
+
+@click.command("convert_imageset", cls=GflagsCommand,
+               help="Convert a set of images to the leveldb/lmdb format used as input for "
+                    "Caffe.  Usage: convert_imageset [FLAGS] ROOTFOLDER/ LISTFILE DB_NAME")
+@bool_flag("gray", "When this option is on, treat images as grayscale ones")
+@bool_flag("shuffle", "Randomly shuffle the order of images and their labels")
+@click.option("--backend", default="lmdb", show_default=True,
+              help="The backend {lmdb, leveldb} for storing the result")
+@click.option("--resize_width", type=int, default=0, help="Width images are resized to")
+@click.option("--resize_height", type=int, default=0, help="Height images are resized to")
+@bool_flag("check_size", "When this option is on, check that all the datum have the same size")
+@bool_flag("encoded", "When this option is on, the encoded image will be save in datum")
+@click.option("--encode_type", default="",
+              help="Optional: What type should we encode the image as ('png','jpg',...).")
+@click.argument("root_folder")
+@click.argument("list_file")
+@click.argument("db_name")
+def convert_imageset(gray, shuffle, backend, resize_width, resize_height, check_size, encoded,
+                     encode_type, root_folder, list_file, db_name):
+    run(root_folder, list_file, db_name, gray=gray, shuffle=shuffle, backend=backend,
+        resize_height=resize_height, resize_width=resize_width, check_size=check_size,
+        encoded=encoded, encode_type=encode_type)
+
+
+def run(root_folder, list_file, db_name, gray=False, shuffle=False, backend="lmdb",
+        resize_height=0, resize_width=0, check_size=False, encoded=False, encode_type=""):
+    """The conversion itself (also callable from Python); returns the number of records."""
+    is_color = not gray
+    lines = read_image_list(list_file)
+    if shuffle:
+        glog.info("convert_imageset.cpp:86", "Shuffling data")
+        order = rng_mod.rng().permutation(len(lines))
+        lines = [lines[i] for i in order]
+    glog.info("convert_imageset.cpp:89", "A total of %d images." % len(lines))
+    if encode_type and not encoded:
+        glog.info("convert_imageset.cpp:92", "encode_type specified, assuming encoded=true.")
+    resize_height, resize_width = max(0, resize_height), max(0, resize_width)
+    count, data_size = 0, None
+    with db_mod.new_database(db_name, backend) as writer, \
+            progress(len(lines), "convert_imageset") as bar:
+        for line_id, (name, label) in enumerate(lines):
+            bar.update()
+            enc = encode_type
+            if encoded and not enc:
+                if "." not in name:
+                    glog.warning("convert_imageset.cpp:117",
+                                 "Failed to guess the encoding of '%s'" % name)
+                enc = name.rsplit(".", 1)[-1].lower()
+            datum = image_to_datum(root_folder + name, label, resize_height, resize_width,
+                                   is_color, enc)
+            if datum is None:
+                glog.error("io.cpp:80", "Could not open or find file " + root_folder + name)
+                continue
+            if check_size:
+                if data_size is None:
+                    data_size = datum.channels * datum.height * datum.width
+                elif len(datum.data) != data_size:
+                    raise CaffeError("%s: incorrect data field size %d (the first image has %d)"
+                                     % (root_folder + name, len(datum.data), data_size))
+            writer.put("%08d_%s" % (line_id, name), datum.SerializeToString())
+            count += 1
+            if count % 1000 == 0:
+                writer.commit()
+                glog.info("convert_imageset.cpp:150", "Processed %d files." % count)
+    if count % 1000:
+        glog.info("convert_imageset.cpp:157", "Processed %d files." % count)
+    return count
