@@ -5,6 +5,7 @@ first record at the end, as Caffe's DataLayer does; ``open_writer`` buffers puts
 transactions (LMDB doubles its map when full, as Caffe's LMDBTransaction does).
 """
 import os
+import threading
 
 from ..errors import CaffeError
 
@@ -52,19 +53,55 @@ class Cursor:
         self.close()
 
 
+_OPEN = {}   # (kind, realpath) -> [handle, users]: py-lmdb and LevelDB open a path once
+_OPEN_LOCK = threading.Lock()
+
+
+def _acquire(kind, path, opener):
+    key = (kind, os.path.realpath(path))
+    with _OPEN_LOCK:
+        entry = _OPEN.get(key)
+        if entry is None:
+            entry = _OPEN[key] = [opener(), 0]
+        entry[1] += 1
+        return key, entry[0]
+
+
+def _release(key):
+    with _OPEN_LOCK:
+        entry = _OPEN.get(key)
+        if entry is not None:
+            entry[1] -= 1
+            if entry[1] <= 0:
+                del _OPEN[key]
+                entry[0].close()
+
+
+def _open_lmdb(path):
+    import lmdb
+    try:
+        # read-only and lock-free: Caffe opens with MDB_RDONLY, and databases copied
+        # without their lock.mdb (or on read-only media) must still open
+        return lmdb.open(path, readonly=True, lock=False, readahead=False, subdir=True)
+    except lmdb.Error as e:
+        raise CaffeError("%s: cannot open LMDB database (%s)" % (path, e)) from None
+
+
+def _open_leveldb(path):
+    plyvel = _import_plyvel(path)
+    try:
+        return plyvel.DB(path, create_if_missing=False)
+    except plyvel.Error as e:
+        raise CaffeError("%s: cannot open LevelDB database (%s)"
+                         % (path, str(e).splitlines()[0])) from None
+
+
 class LMDBCursor(Cursor):
     def __init__(self, path):
         super().__init__(path)
-        import lmdb
         if not os.path.isdir(path):
             raise CaffeError("%s: LMDB database not found (no such folder)" % path)
-        try:
-            # read-only and lock-free: Caffe opens with MDB_RDONLY, and databases copied
-            # without their lock.mdb (or on read-only media) must still open
-            self._env = lmdb.open(path, readonly=True, lock=False, readahead=False,
-                                  subdir=True, max_readers=1)
-        except lmdb.Error as e:
-            raise CaffeError("%s: cannot open LMDB database (%s)" % (path, e)) from None
+        self._key, self._env = _acquire("lmdb", path, lambda: _open_lmdb(path))
         self._txn = self._env.begin(buffers=False)
         self._cur = self._txn.cursor()
         self._valid = self._cur.first()
@@ -96,20 +133,15 @@ class LMDBCursor(Cursor):
         env, self._env = getattr(self, "_env", None), None
         if env is not None:
             self._txn.abort()
-            env.close()
+            _release(self._key)
 
 
 class LevelDBCursor(Cursor):
     def __init__(self, path):
         super().__init__(path)
-        plyvel = _import_plyvel(path)
         if not os.path.isdir(path):
             raise CaffeError("%s: LevelDB database not found (no such folder)" % path)
-        try:
-            self._db = plyvel.DB(path, create_if_missing=False)
-        except plyvel.Error as e:
-            raise CaffeError("%s: cannot open LevelDB database (%s)"
-                             % (path, str(e).splitlines()[0])) from None
+        self._key, self._db = _acquire("leveldb", path, lambda: _open_leveldb(path))
         self._it = self._db.raw_iterator()
         self._it.seek_to_first()
         if not self._it.valid():
@@ -140,7 +172,7 @@ class LevelDBCursor(Cursor):
         db, self._db = getattr(self, "_db", None), None
         if db is not None:
             self._it.close()
-            db.close()
+            _release(self._key)
 
 
 def open_reader(path, backend):

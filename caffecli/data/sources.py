@@ -24,6 +24,8 @@ def transform_items(transformer, items, dtype, names):
         return transformer.transform(numpy.stack(items), dtype)
     want = transformer.infer_shape(first)
     for a, name in zip(items, names):
+        if a.shape == first:
+            continue
         if a.shape[0] != first[0] or transformer.infer_shape(a.shape) != want \
                 or not transformer.crop_size:
             raise CaffeError("%s: data shape %s differs from %s of the batch's first record %s"
