@@ -1,0 +1,163 @@
+"""MemoryData, DummyData, HDF5Data/HDF5Output and WindowData layers."""
+import h5py
+import numpy
+import pytest
+
+import caffecli
+from caffecli.errors import CaffeError
+from caffecli.proto import caffe_pb2
+from data_helpers import close_net, data_net, write_png
+
+
+def test_memory_data_batches_wrap_and_label_shape():
+    net = data_net('name: "m" type: "MemoryData" top: "data" top: "label" memory_data_param '
+                   '{ batch_size: 2 channels: 1 height: 2 width: 3 }')
+    layer = net.layers[0]
+    with pytest.raises(CaffeError, match="set_input_arrays"):
+        net.forward_pass()
+    data = numpy.arange(4 * 6, dtype=numpy.float32).reshape(4, 1, 2, 3)
+    layer.set_input_arrays(data, numpy.array([5, 6, 7, 8], dtype=numpy.float32))
+    got = []
+    for _ in range(3):
+        net.forward_pass()
+        got.append(net.blob_by_name("label").data.ravel().tolist())
+    assert got == [[5, 6], [7, 8], [5, 6]]
+    assert net.blob_by_name("label").shape == (2, 1, 1, 1)
+    numpy.testing.assert_array_equal(net.blob_by_name("data").data, data[:2])
+    with pytest.raises(CaffeError, match="multiple"):
+        layer.set_input_arrays(data[:3], numpy.zeros(3, numpy.float32))
+    with pytest.raises(CaffeError, match="shape"):
+        layer.set_input_arrays(numpy.zeros((2, 1, 3, 3), numpy.float32), numpy.zeros(2))
+
+
+def test_memory_data_add_datum_vector_transforms():
+    net = data_net('name: "m" type: "MemoryData" top: "data" top: "label" transform_param '
+                   '{ scale: 2 } memory_data_param { batch_size: 1 channels: 1 height: 1 '
+                   'width: 2 }')
+    d = caffe_pb2.Datum(channels=1, height=1, width=2, data=bytes([3, 4]), label=9)
+    net.layers[0].add_datum_vector([d])
+    net.forward_pass()
+    assert net.blob_by_name("data").data.ravel().tolist() == [6, 8]
+    assert net.blob_by_name("label").data.ravel().tolist() == [9]
+
+
+def test_dummy_data_legacy_dims_and_random_refill():
+    caffecli.set_random_seed(0)
+    net = data_net('name: "d" type: "DummyData" top: "a" top: "b" dummy_data_param { '
+                   'num: 2 channels: 3 height: 1 width: 4 data_filler { type: "gaussian" } '
+                   'data_filler { type: "constant" value: 2 } }')
+    a = net.blob_by_name("a")
+    assert a.shape == (2, 3, 1, 4)
+    first = a.data.copy()
+    net.forward_pass()
+    assert not numpy.array_equal(first, a.data)
+    numpy.testing.assert_array_equal(net.blob_by_name("b").data, 2)
+
+
+def test_dummy_data_shape_count_errors():
+    with pytest.raises(CaffeError, match="shape"):
+        data_net('name: "d" type: "DummyData" top: "a" top: "b" top: "c" dummy_data_param { '
+                 'shape { dim: 1 } shape { dim: 2 } }')
+
+
+def _h5_files(tmp_path, sizes):
+    names = []
+    for i, n in enumerate(sizes):
+        name = str(tmp_path / ("p%d.h5" % i))
+        with h5py.File(name, "w") as f:
+            f["data"] = numpy.arange(n * 2, dtype=numpy.float64).reshape(n, 2) + 1000 * i
+            f["label"] = numpy.arange(n, dtype=numpy.int32) + 100 * i
+        names.append(name)
+    (tmp_path / "list.txt").write_text("\n".join(names) + "\n")
+    return str(tmp_path / "list.txt")
+
+
+def test_hdf5_data_crosses_files_and_wraps(tmp_path):
+    src = _h5_files(tmp_path, [3, 2])
+    net = data_net('name: "h" type: "HDF5Data" top: "data" top: "label" hdf5_data_param '
+                   '{ source: "%s" batch_size: 4 }' % src)
+    labels = []
+    for _ in range(3):
+        net.forward_pass()
+        labels += net.blob_by_name("label").data.astype(int).tolist()
+    assert labels == [0, 1, 2, 100, 101, 0, 1, 2, 100, 101, 0, 1]
+    assert net.blob_by_name("data").dtype == numpy.float32
+
+
+def test_hdf5_data_shuffle_state_resumes(tmp_path):
+    src = _h5_files(tmp_path, [3, 4, 2])
+    caffecli.set_random_seed(3)
+    net = data_net('name: "h" type: "HDF5Data" top: "data" top: "label" hdf5_data_param '
+                   '{ source: "%s" batch_size: 4 shuffle: true }' % src)
+    seen = []
+    for _ in range(9):        # 36 rows = 4 epochs of 9
+        net.forward_pass()
+        seen += net.blob_by_name("label").data.astype(int).tolist()
+    for e in range(4):
+        assert sorted(seen[9 * e:9 * e + 9]) == [0, 1, 2, 100, 101, 102, 103, 200, 201]
+    state = net.layers[0].get_data_state()
+    after = []
+    for _ in range(3):
+        net.forward_pass()
+        after.append(net.blob_by_name("label").data.copy())
+    net.layers[0].set_data_state(state)
+    caffecli.set_random_seed(3)     # reshuffles at later epoch ends draw from the global rng
+    for want in after:
+        net.forward_pass()
+        numpy.testing.assert_array_equal(net.blob_by_name("label").data[:1], want[:1])
+
+
+def test_hdf5_data_errors(tmp_path):
+    (tmp_path / "empty.txt").write_text("")
+    with pytest.raises(CaffeError, match="at least 1 HDF5"):
+        data_net('name: "h" type: "HDF5Data" top: "data" hdf5_data_param { source: "%s" '
+                 'batch_size: 1 }' % (tmp_path / "empty.txt"))
+    src = _h5_files(tmp_path, [2])
+    with pytest.raises(CaffeError, match="dataset nope"):
+        data_net('name: "h" type: "HDF5Data" top: "nope" hdf5_data_param { source: "%s" '
+                 'batch_size: 1 }' % src)
+    with pytest.raises(CaffeError, match="does not transform"):
+        data_net('name: "h" type: "HDF5Data" top: "data" transform_param { scale: 2 } '
+                 'hdf5_data_param { source: "%s" batch_size: 1 }' % src)
+
+
+def test_hdf5_output_writes_data_and_label(tmp_path):
+    out = tmp_path / "out.h5"
+    net = data_net('name: "d" type: "DummyData" top: "x" top: "y" dummy_data_param { '
+                   'shape { dim: 2 dim: 3 } shape { dim: 2 } data_filler { type: "constant" '
+                   'value: 4 } } } layer { name: "o" type: "HDF5Output" bottom: "x" bottom: "y" '
+                   'hdf5_output_param { file_name: "%s" }' % out)
+    net.forward_pass()
+    with h5py.File(out, "r") as f:
+        assert f["data"].shape == (2, 3, 1, 1) and f["label"].shape == (2, 1, 1, 1)
+        numpy.testing.assert_array_equal(f["data"][()], 4)
+
+
+def test_window_data_samples_fg_and_bg_windows(tmp_path):
+    img = numpy.zeros((20, 30, 3), numpy.uint8)
+    img[:, 15:] = 200
+    write_png(str(tmp_path / "a.png"), img)
+    (tmp_path / "windows.txt").write_text(
+        "# 0\n%s\n3\n20\n30\n3\n1 0.9 15 0 29 19\n2 0.8 16 2 28 18\n0 0.1 0 0 14 19\n"
+        % (tmp_path / "a.png"))
+    caffecli.set_random_seed(0)
+    text = ('name: "w" type: "WindowData" top: "data" top: "label" transform_param { '
+            'crop_size: 8 mirror: true mean_value: 100 } window_data_param { source: '
+            '"%s" batch_size: 8 fg_fraction: 0.5 %%s }' % (tmp_path / "windows.txt"))
+    net = data_net(text % "", phase=caffe_pb2.TRAIN)
+    for _ in range(2):
+        net.forward_pass()
+    data, label = net.blob_by_name("data").data, net.blob_by_name("label").data
+    assert data.shape == (8, 3, 8, 8)
+    assert (label[:4] == 0).all() and set(label[4:].tolist()) <= {1, 2}
+    # warped background windows are black (0 - 100), foreground ones grey (200 - 100)
+    assert (data[:4] == -100).all() and (data[4:] == 100).all()
+    close_net(net)
+    # square context box of the background window 0,0..14,19 is -6,-3..21,23: clipped to the
+    # image it lands in rows 1..6 (rows 0 and 7 stay zero) and takes in grey columns x >= 15
+    net = data_net(text % 'context_pad: 1 crop_mode: "square"', phase=caffe_pb2.TRAIN)
+    net.forward_pass()
+    bg = net.blob_by_name("data").data[:4]
+    assert (bg[:, :, 0, :] == 0).all() and (bg[:, :, 7, :] == 0).all()
+    assert bg[:, :, 1:7].min() == -100 and bg[:, :, 1:7].max() == 100
+    close_net(net)
