@@ -2,6 +2,7 @@
 SigmoidCrossEntropyLoss and MultinomialLogisticLoss, with Caffe's normalization rules."""
 import numpy
 
+from .. import glog
 from ..errors import CaffeError
 from ..layer import LossLayer
 from ..proto import caffe_pb2
@@ -85,6 +86,8 @@ class SoftmaxWithLossLayer(LossLayer):
             # weights that its internal Softmax (1 top) inherits.
             raise self.error("a second (prob) top cannot be built: loss_weight must be "
                              "specified once per top blob (Caffe aborts for this layer)")
+        # Caffe builds its internal Softmax through the layer factory, which logs this line
+        glog.info("layer_factory.hpp:77", "Creating layer " + self.name)
         lp = self.layer_param.loss_param
         self.ignore_label = ignore_label_of(lp)
         self.normalization = normalization_mode(lp, None)
