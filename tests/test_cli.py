@@ -128,8 +128,17 @@ def parse_log(text):
 
 
 # ---- running the command -------------------------------------------------------------------
+def _fresh_process_state():
+    """What a new ``caffecli`` process starts with: glog's LOG_FIRST_N lines not yet printed."""
+    from caffecli.layers import hdf5_layers
+    if isinstance(getattr(hdf5_layers, "_logged_class", None), list):
+        del hdf5_layers._logged_class[:]
+
+
 def run_cli(args, cwd):
-    """Run the command through click's CliRunner in ``cwd``; return the click Result."""
+    """Run the command through click's CliRunner in ``cwd`` as a fresh process would; return
+    the click Result."""
+    _fresh_process_state()
     old = os.getcwd()
     os.chdir(cwd)
     try:
