@@ -9,6 +9,7 @@ import re
 
 import numpy
 
+from .. import glog
 from .. import rng as rng_mod
 from ..errors import CaffeError
 from . import datum as datum_mod
@@ -55,7 +56,8 @@ class DBSource:
                 self._next()
 
     def _next(self):
-        self.cursor.next()
+        if self.cursor.next():
+            glog.info("data_layer.cpp:73", "Restarting data prefetching from start.")
         self.offset += 1
 
     def _name(self):

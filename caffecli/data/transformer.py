@@ -7,6 +7,7 @@ prefetch thread never races the main thread's random stream.
 """
 import numpy
 
+from .. import glog
 from .. import rng as rng_mod
 from ..errors import CaffeError
 from ..proto import caffe_pb2
@@ -48,6 +49,7 @@ class DataTransformer:
                              % what)
         if p.HasField("mean_file"):
             self.mean_file = p.mean_file
+            glog.info("data_transformer.cpp:25", "Loading mean file from: " + p.mean_file)
             self.mean = load_mean_file(p.mean_file)
         self.rng = None
         self.init_rand()

@@ -52,7 +52,7 @@ class PrefetchingDataLayer(Layer):
                                      name="%s prefetch" % self.name)
         self._finalizer = weakref.finalize(self, _shutdown, self.prefetcher, self.source)
 
-    log_where = "data_layer.cpp:78"
+    log_where = "data_layer.cpp:45"
 
     def make_source(self, top, dtype):
         raise NotImplementedError
@@ -98,7 +98,7 @@ class DataLayer(PrefetchingDataLayer):
         source = DBSource(p.source, backend_name, p.batch_size, self.transformer, dtype,
                           self.output_labels, force_color=tp.force_color,
                           force_gray=tp.force_gray, rand_skip=p.rand_skip)
-        glog.info("db_%s.cpp:%d" % (backend_name, 40 if backend_name == "lmdb" else 16),
+        glog.info("db_%s.cpp:%d" % (backend_name, 35 if backend_name == "lmdb" else 18),
                   "Opened %s %s" % (backend_name, p.source))
         return source
 
@@ -110,15 +110,15 @@ class ImageDataLayer(PrefetchingDataLayer):
     exact_num_top_blobs = 2
     min_top_blobs = -1
     max_top_blobs = -1
-    log_where = "image_data_layer.cpp:76"
+    log_where = "image_data_layer.cpp:90"
 
     def make_source(self, top, dtype):
         p = self.layer_param.image_data_param
         glog.info("image_data_layer.cpp:38", "Opening file " + p.source)
         lines = read_image_list(p.source)
         if p.shuffle:
-            glog.info("image_data_layer.cpp:49", "Shuffling data")
-        glog.info("image_data_layer.cpp:59", "A total of %d images." % len(lines))
+            glog.info("image_data_layer.cpp:53", "Shuffling data")
+        glog.info("image_data_layer.cpp:63", "A total of %d images." % len(lines))
         return ImageListSource(lines, p.root_folder, p.batch_size, self.transformer, dtype,
                                new_height=p.new_height, new_width=p.new_width,
                                is_color=p.is_color, shuffle=p.shuffle, rand_skip=p.rand_skip,
