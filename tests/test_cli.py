@@ -562,3 +562,39 @@ def test_help_and_version(tmp_path):
     assert result.exit_code == 0 and "--solver" in result.stdout
     result = run_cli(["--version"], tmp_path)
     assert result.exit_code == 0 and "caffecli" in result.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "openpty"), reason="needs a pseudo-terminal")
+def test_progress_bar_on_a_terminal_keeps_log_lines_whole(tmp_path):
+    """On a TTY a tqdm bar is drawn; every log line still comes out whole after it."""
+    (tmp_path / "net.prototxt").write_text(TINY_NET)
+    (tmp_path / "solver.prototxt").write_text(SIGNAL_SOLVER.replace("100000000", "300")
+                                              .replace("display: 1", "display: 50"))
+    import fcntl
+    import struct
+    import termios
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))  # 100 columns
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    proc = subprocess.Popen([sys.executable, "-m", "caffecli", "train", "-solver",
+                             "solver.prototxt"], cwd=tmp_path, env=env, stderr=slave,
+                            stdout=subprocess.DEVNULL)
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    assert proc.wait(timeout=120) == 0
+    raw = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    assert "/300" in raw and "\r" in raw  # a bar (n/300) was drawn and redrawn
+    visible = [seg.split("\r")[-1] for seg in raw.split("\n")]
+    glog_lines = [l for l in visible if GLOG_LINE.match(l)]
+    assert any("Iteration 300, loss = " in l for l in glog_lines)
+    assert len([l for l in glog_lines if "Train net output #0" in l]) == 6
+    assert not [l for l in glog_lines if "/300" in l]  # no bar text inside a log line
