@@ -14,9 +14,9 @@ from ..net import Net, TRAIN
 from .devices import parse_gpus, synchronize, use_single_device
 
 
-def _ms(seconds):
-    """Seconds to milliseconds at the microsecond resolution of Caffe's CPU timer."""
-    return round(seconds * 1e6) / 1000.0
+def _us(seconds):
+    """Seconds to whole microseconds, the resolution of Caffe's CPU timer."""
+    return float(round(seconds * 1e6))
 
 
 def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
@@ -45,17 +45,17 @@ def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
             t = clock()
             layer.forward(net.bottom_vecs[i], net.top_vecs[i])
             synchronize()
-            forward_us[i] += _ms(clock() - t) * 1000
-        forward_time += _ms(clock() - fwd_start) * 1000
+            forward_us[i] += _us(clock() - t)
+        forward_time += _us(clock() - fwd_start)
         bwd_start = clock()
         for i in range(len(layers) - 1, -1, -1):
             t = clock()
             layers[i].backward(net.top_vecs[i], net.bottom_need_backward[i], net.bottom_vecs[i])
             synchronize()
-            backward_us[i] += _ms(clock() - t) * 1000
-        backward_time += _ms(clock() - bwd_start) * 1000
+            backward_us[i] += _us(clock() - t)
+        backward_time += _us(clock() - bwd_start)
         glog.info("caffe.cpp:394", "Iteration: %d forward-backward time: %s ms."
-                  % (j + 1, glog.fmt(_ms(clock() - iter_start))))
+                  % (j + 1, glog.fmt(_us(clock() - iter_start) / 1000)))
     glog.info("caffe.cpp:397", "Average time per layer: ")
     n = iterations or float("nan")  # Caffe divides by zero too
     for i, layer in enumerate(layers):
@@ -64,7 +64,7 @@ def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
                   % (name, glog.fmt(forward_us[i] / 1000 / n)))
         glog.info("caffe.cpp:403", "%10s\tbackward: %s ms."
                   % (name, glog.fmt(backward_us[i] / 1000 / n)))
-    total_ms = _ms(clock() - total_start)
+    total_ms = _us(clock() - total_start) / 1000
     result = {"forward": forward_time / 1000 / n, "backward": backward_time / 1000 / n,
               "forward_backward": total_ms / n}
     glog.info("caffe.cpp:408", "Average Forward pass: %s ms." % glog.fmt(result["forward"]))
