@@ -598,3 +598,32 @@ def test_progress_bar_on_a_terminal_keeps_log_lines_whole(tmp_path):
     assert any("Iteration 300, loss = " in l for l in glog_lines)
     assert len([l for l in glog_lines if "Train net output #0" in l]) == 6
     assert not [l for l in glog_lines if "/300" in l]  # no bar text inside a log line
+
+
+@needs_golden
+def test_train_finetunes_from_comma_separated_weights(tmp_path):
+    case = case_copy("cli__train_test_time", tmp_path)
+    result = run_cli(["train", "-solver", "solver.prototxt",
+                      "-weights", "init.caffemodel,snap_missing.caffemodel"], case)
+    assert result.exit_code == 1  # the second file is loaded too, and it does not exist
+    assert "Finetuning from init.caffemodel" in result.stderr
+    assert "snap_missing.caffemodel" in result.stderr.strip().splitlines()[-1]
+
+
+def test_time_and_test_honour_stage_and_level(tmp_path):
+    net = TINY_NET + """layer { name: "extra" type: "Power" bottom: "ip" top: "extra"
+  include { stage: "deploy" min_level: 2 } }
+"""
+    (tmp_path / "net.prototxt").write_text(net)
+    plain = run_cli(["time", "-model", "net.prototxt", "-iterations", "1"], tmp_path)
+    assert plain.exit_code == 0 and "extra\tforward" not in plain.stderr
+    staged = run_cli(["time", "-model", "net.prototxt", "-iterations", "1", "-stage", "x",
+                      "--stage=deploy", "-level", "2", "-phase", "TEST"], tmp_path)
+    assert staged.exit_code == 0, staged.output
+    assert "extra\tforward" in staged.stderr and "phase: TEST" in staged.stderr
+    low = run_cli(["time", "-model", "net.prototxt", "-iterations", "1", "-stage", "deploy"],
+                  tmp_path)
+    assert "extra\tforward" not in low.stderr  # level 0 < min_level 2
+    bad = run_cli(["time", "-model", "net.prototxt", "-phase", "VAL"], tmp_path)
+    assert bad.exit_code == 1 and bad.stderr.strip() == \
+        'caffecli: error: phase must be "TRAIN" or "TEST" (got "VAL")'

@@ -10,6 +10,7 @@ import sys
 import click
 
 from .. import __version__, glog
+from ..errors import CaffeError
 from ..net import TEST, TRAIN
 from . import errors, gflags
 
@@ -35,7 +36,7 @@ def _phase(value, default):
     if not value:
         return default
     if value not in ("TRAIN", "TEST"):
-        raise click.BadParameter('phase must be "TRAIN" or "TEST"', param_hint="--phase")
+        raise CaffeError('phase must be "TRAIN" or "TEST" (got "%s")' % value)
     return TRAIN if value == "TRAIN" else TEST
 
 
