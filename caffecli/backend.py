@@ -57,6 +57,13 @@ def set_device(device):
         _cupy.cuda.Device(int(device)).use()
 
 
+def use_device_here(device):
+    """Make GPU ``device`` current for this thread only (a data-parallel rank's thread);
+    nothing to do on the CPU."""
+    if _state["mode"] == "GPU":
+        _cupy.cuda.Device(int(device)).use()
+
+
 def mode():
     return _state["mode"]
 

@@ -6,6 +6,7 @@ A communicator sums a flat array across ranks: ``NcclComm`` on GPUs (cupy.cuda.n
 Data layers hand each rank a distinct share of the records through ``solver_rank()`` /
 ``solver_count()`` (record k goes to rank k % count, as Caffe's DataLayer::Skip).
 """
+import contextlib
 import threading
 
 from . import backend
@@ -33,6 +34,18 @@ def _set_rank(rank):
     _local.rank = rank
 
 
+@contextlib.contextmanager
+def solver_group(size):
+    """solver_count() is ``size`` inside: set before the root solver is built, as caffe.cpp
+    calls Caffe::set_solver_count, so its data layers already take their share."""
+    previous = _group["count"]
+    _group["count"] = int(size)
+    try:
+        yield
+    finally:
+        _group["count"] = previous
+
+
 class ThreadComm:
     """In-process all-reduce over ``size`` threads (one rank each) with a barrier."""
 
@@ -53,6 +66,10 @@ class ThreadComm:
         self._barrier.wait()
         array[...] = backend.get_array_module(array).asarray(self._result)
         self._barrier.wait()
+
+    def abort(self):
+        """Release ranks waiting on the others (one rank failed): they raise BrokenBarrierError."""
+        self._barrier.abort()
 
     def broadcast(self, rank, array, root=0):
         """Copy root's ``array`` into every rank's."""
@@ -97,6 +114,14 @@ class NcclComm:
                                     self._dtype(array), nccl.NCCL_SUM, stream.ptr)
         stream.synchronize()
 
+    def abort(self):
+        """Tear the communicators down so ranks blocked in a collective return with an error."""
+        for comm in self._comms:
+            try:
+                comm.abort()
+            except Exception:  # already destroyed, or an old NCCL without abort
+                pass
+
     def broadcast(self, rank, array, root=0):
         import cupy
         stream = cupy.cuda.get_current_stream()
@@ -125,6 +150,9 @@ class GradientSync:
             getattr(p, attr)[...] = flat[offset:offset + n].reshape(p.shape)
             offset += n
 
+    def on_start(self):
+        """Nothing to do before forward (Caffe's NCCL reduces after backward)."""
+
     def on_gradients_ready(self):
         flat = self._flat("diff")
         self.comm.allreduce_sum(self.rank, flat)
@@ -138,9 +166,11 @@ class GradientSync:
         self._scatter(flat, "data")
 
 
-def run_ranks(size, work):
+def run_ranks(size, work, on_error=None):
     """Run ``work(rank)`` in ``size`` threads with solver_rank()/solver_count() set; re-raise
-    the first failure. Rank 0 runs in the calling thread (it owns logging and testing)."""
+    the first failure. Rank 0 runs in the calling thread (it owns logging and testing).
+    ``on_error`` (e.g. a communicator's abort) is called at the first failure so the other
+    ranks do not wait for the failed one forever."""
     errors = []
 
     def entry(rank):
@@ -148,18 +178,22 @@ def run_ranks(size, work):
         try:
             work(rank)
         except BaseException as exc:  # surfaced to the caller below
+            first = not errors
             errors.append(exc)
+            if first and on_error is not None:
+                on_error()
 
-    _group["count"] = size
     threads = [threading.Thread(target=entry, args=(r,), daemon=True) for r in range(1, size)]
-    try:
-        for t in threads:
-            t.start()
-        entry(0)
-        for t in threads:
-            t.join()
-    finally:
-        _group["count"] = 1
-        _set_rank(0)
+    with solver_group(size):
+        try:
+            for t in threads:
+                t.start()
+            entry(0)
+            for t in threads:
+                t.join()
+        finally:
+            _set_rank(0)
     if errors:
-        raise errors[0]
+        # a rank's own error beats the BrokenBarrierError it caused in the others
+        real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+        raise (real or errors)[0]

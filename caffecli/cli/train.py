@@ -2,7 +2,7 @@
 import signal
 import sys
 
-from .. import backend, glog
+from .. import backend, glog, parallel
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 from .devices import device_name, parse_gpus
@@ -115,13 +115,11 @@ def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",
     sigint_effect = requested_action("sigint_effect", sigint_effect)
     sighup_effect = requested_action("sighup_effect", sighup_effect)
     from ..solvers import get_solver, read_solver_file
+    from ..solvers.data_parallel import DataParallel
     param = read_solver_file(solver_path)
     param.train_state.level = level
     param.train_state.stage.extend(stages)
     gpus = _select_devices(param, gpu)
-    if len(gpus) > 1:
-        raise CaffeError("multi-GPU training (-gpu %s) is not supported by this build; "
-                         "give one device id" % gpu)
     handler = SignalHandler(sigint_effect, sighup_effect)
     progress = None
     try:
@@ -129,18 +127,23 @@ def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",
             del param.weights[:]
         if weights:
             param.weights.extend(w for w in weights.split(",") if w)
-        solver = get_solver(param)
-        progress = Progress(solver)
+        with parallel.solver_group(max(len(gpus), 1)):
+            solver = get_solver(param)
+            progress = Progress(solver)
 
-        def action():
-            progress.update()
-            return handler.action()
-        solver.action_request = action
-        if snapshot:
-            glog.info("caffe.cpp:235", "Resuming from " + snapshot)
-            solver.restore(snapshot)
-        glog.info("caffe.cpp:239", "Starting Optimization")
-        solver.solve()
+            def action():
+                progress.update()
+                return handler.action()
+            solver.action_request = action
+            if snapshot:
+                glog.info("caffe.cpp:235", "Resuming from " + snapshot)
+                solver.restore(snapshot)
+            glog.info("caffe.cpp:239", "Starting Optimization")
+            if len(gpus) > 1:
+                comm = parallel.NcclComm.for_devices(gpus)
+                DataParallel(solver, comm, gpus).run(snapshot or None)
+            else:
+                solver.solve()
         progress.update()
     finally:
         if progress is not None:

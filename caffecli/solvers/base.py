@@ -81,6 +81,7 @@ class Solver:
         self.action_request = _no_action
         self.callbacks = []
         self.requested_early_exit = False
+        self.testing = False
         self.losses = []
         self.smoothed_loss = 0.0
         self.iter = 0
@@ -109,7 +110,8 @@ class Solver:
         if param.random_seed >= 0:
             rng.set_random_seed(param.random_seed + parallel.solver_rank())
         self.net = build_train_net(self)
-        self.test_nets = build_test_nets(self)
+        # only the root solver tests (Caffe's workers build no test nets)
+        self.test_nets = build_test_nets(self) if self.root else []
         self._info("solver.cpp:57", "Solver scaffolding done.")
         self.iter = 0
         self.current_step = 0
@@ -262,6 +264,13 @@ class Solver:
         return results
 
     def test(self, test_net_id=0):
+        self.testing = True
+        try:
+            return self._test(test_net_id)
+        finally:
+            self.testing = False
+
+    def _test(self, test_net_id):
         param = self.param
         glog.info("solver.cpp:347", "Iteration %d, Testing net (#%d)" % (self.iter, test_net_id))
         net = self.test_nets[test_net_id]
@@ -319,7 +328,9 @@ class Solver:
 
     def snapshot(self):
         """Write the weights and the solver state (plus the exact-resume sidecar); return the
-        paths written."""
+        paths written. Only the root solver writes (data-parallel ranks hold the same weights)."""
+        if not self.root:
+            return []
         return snapshot_io.snapshot(self)
 
     def restore(self, state_file):

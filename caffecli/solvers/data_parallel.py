@@ -1,0 +1,88 @@
+"""Data-parallel training, as caffe.cpp + Caffe's NCCL::Run do it: one solver per device in its
+own thread, the root's weights broadcast first, gradients averaged after every backward.
+
+The root solver (rank 0) is built by the caller under ``parallel.solver_group(n)`` and runs
+Solve (tests, logs, snapshots); the others are built here, in their own threads, with their
+data layers taking their share of the records, and only step. Signals reach the root; its
+request is broadcast after each update so every rank stops or snapshots at the same iteration.
+"""
+from .. import backend, parallel
+from ..proto import caffe_pb2
+from .base import ACTIONS
+
+
+class ActionSync:
+    """A rank's ``action_request``: the root asks its own handler, every rank gets the answer.
+
+    Requests are read only at the synchronised point after the update; during the root's test
+    pass (the other ranks wait in the next all-reduce) a signal stays pending until then.
+    """
+
+    def __init__(self, solver, comm, rank, request):
+        self.solver, self.comm, self.rank, self.request = solver, comm, rank, request
+
+    def __call__(self):
+        if getattr(self.solver, "testing", False):
+            return "none"
+        code = backend.xp().zeros(1, dtype="float32")
+        if self.rank == 0:
+            code[0] = ACTIONS.index(_normalised(self.request()))
+        self.comm.broadcast(self.rank, code, 0)
+        return ACTIONS[int(code[0])]
+
+
+def _normalised(action):
+    if isinstance(action, int):
+        return ACTIONS[action] if 0 <= action < len(ACTIONS) else "none"
+    action = str(action or "none").lower()
+    return action if action in ACTIONS else "none"
+
+
+class DataParallel:
+    """Train ``root`` (rank 0) together with ``comm.size - 1`` copies of it.
+
+    ``devices`` lists one GPU per rank (None: every rank computes on the CPU, for tests and for
+    machines without GPUs).
+    """
+
+    def __init__(self, root, comm, devices=None):
+        if parallel.solver_count() != comm.size:
+            raise ValueError("build the root solver under parallel.solver_group(%d)" % comm.size)
+        self.root, self.comm, self.devices = root, comm, devices
+        self.solvers = [root] + [None] * (comm.size - 1)
+
+    def run(self, snapshot=None):
+        """Solve on every rank (the workers restore ``snapshot`` as the root already has)."""
+        self._snapshot = snapshot
+        self._request = self.root.action_request
+        parallel.run_ranks(self.comm.size, self._work, on_error=self.comm.abort)
+        return self.root
+
+    def _worker(self, rank):
+        param = caffe_pb2.SolverParameter()
+        param.CopyFrom(self.root.param)
+        if self.devices:
+            param.device_id = self.devices[rank]
+        solver = type(self.root)(param, dtype=self.root.dtype)
+        if self._snapshot:
+            solver.restore(self._snapshot)
+        return solver
+
+    def _work(self, rank):
+        if self.devices:
+            backend.use_device_here(self.devices[rank])
+        solver = self.root if rank == 0 else self._worker(rank)
+        self.solvers[rank] = solver
+        sync = parallel.GradientSync(solver.net, self.comm, rank)
+        sync.broadcast_params()
+        solver.add_callback(sync)
+        solver.action_request = ActionSync(solver, self.comm, rank, self._request)
+        try:
+            if rank == 0:
+                solver.solve()
+            else:
+                solver.step(solver.param.max_iter - solver.iter)
+        finally:
+            solver.callbacks.remove(sync)
+            if rank == 0:
+                solver.action_request = self._request
