@@ -8,20 +8,56 @@ import collections
 from . import backend
 
 
+class PyBlob:
+    """A Blob as pycaffe shows it: ``data``/``diff`` are host (numpy) arrays, written in place."""
+
+    __slots__ = ("_blob",)
+
+    def __init__(self, blob):
+        object.__setattr__(self, "_blob", blob)
+
+    @property
+    def data(self):
+        return self._blob.host_data
+
+    @data.setter
+    def data(self, value):
+        self._blob.host_data[...] = value
+
+    @property
+    def diff(self):
+        return self._blob.host_diff
+
+    @diff.setter
+    def diff(self, value):
+        self._blob.host_diff[...] = value
+
+    def reshape(self, *shape):
+        self._blob.reshape(*shape)
+
+    def __getattr__(self, name):
+        return getattr(self._blob, name)
+
+    def __repr__(self):
+        return "PyBlob(%s)" % self._blob.shape_string()
+
+
 class PycaffeNetMixin:
     """Methods pycaffe users call on caffe.Net; the engine's own methods live in net.Net."""
 
     # ---- containers --------------------------------------------------------------------
     @property
     def blobs(self):
-        """Ordered blob name -> Blob."""
-        return collections.OrderedDict(zip(self.blob_names, self._blobs))
+        """Ordered blob name -> blob, whose ``data``/``diff`` are host arrays (on the GPU, host
+        writes reach the device before the next forward)."""
+        return collections.OrderedDict(zip(self.blob_names, map(PyBlob, self._blobs)))
 
     @property
     def params(self):
         """Ordered layer name -> list of parameter Blobs (layers with parameters only)."""
         return collections.OrderedDict(
-            (n, l.blobs) for n, l in zip(self.layer_names, self.layers) if l.blobs)
+            (n, [PyBlob(b) for b in l.blobs])
+            for n, l in zip(self.layer_names, self.layers) if l.blobs)
 
     @property
     def layer_dict(self):

@@ -80,7 +80,8 @@ def test_net_containers(model):
     assert net.inputs == ["data"] and net.outputs == ["out"]
     assert [l.type for l in net.layers] == ["Input", "InnerProduct", "ReLU", "Power"]
     assert list(net.layer_dict) == ["data", "ip", "relu", "scale"]
-    assert net.layer_dict["ip"].blobs[0] is net.params["ip"][0]
+    net.params["ip"][0].data[...] = 0.25  # the same storage as the layer's own blob
+    assert (net.layer_dict["ip"].blobs[0].data == 0.25).all()
     assert net._layer_names == ["data", "ip", "relu", "scale"]
     assert net._blob_names == ["data", "ip", "out"]
     assert net.top_names["relu"] == ["ip"] and net.bottom_names["scale"] == ["ip"]

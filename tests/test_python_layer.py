@@ -133,7 +133,7 @@ def test_param_str_phase_and_added_blobs(user_module):
         assert layer.user.seen_phase == (0 if phase == caffe_pb2.TRAIN else 1)
         assert layer.user.cfg == {"w": 2.0, "b": 0.5}
         assert [b.shape for b in layer.blobs] == [(3,), (3,)]
-        assert net.params["py"][0] is layer.blobs[0] and len(net.learnable_params) == 2
+        assert net.params["py"][0]._blob is layer.blobs[0] and len(net.learnable_params) == 2
         net.blob_by_name("x").data[...] = [[1, 2, 3], [4, 5, 6]]
         net.forward_pass()
         numpy.testing.assert_allclose(net.blob_by_name("y").data,

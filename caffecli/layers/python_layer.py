@@ -16,41 +16,8 @@ import numpy
 from ..blob import Blob
 from ..errors import CaffeError
 from ..layer import Layer as _EngineLayer
+from ..pycaffe import PyBlob
 from ..registry import register_layer
-
-
-class PyBlob:
-    """A Blob as pycaffe shows it: ``data``/``diff`` are host (numpy) arrays, written in place."""
-
-    __slots__ = ("_blob",)
-
-    def __init__(self, blob):
-        object.__setattr__(self, "_blob", blob)
-
-    @property
-    def data(self):
-        return self._blob.host_data
-
-    @data.setter
-    def data(self, value):
-        self._blob.host_data[...] = value
-
-    @property
-    def diff(self):
-        return self._blob.host_diff
-
-    @diff.setter
-    def diff(self, value):
-        self._blob.host_diff[...] = value
-
-    def reshape(self, *shape):
-        self._blob.reshape(*shape)
-
-    def __getattr__(self, name):
-        return getattr(self._blob, name)
-
-    def __repr__(self):
-        return "PyBlob(%s)" % self._blob.shape_string()
 
 
 class BlobVec:
