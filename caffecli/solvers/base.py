@@ -66,6 +66,14 @@ def solver_class(type_name):
     return cls
 
 
+def normalised_action(action):
+    """An action request's answer (a name, or Caffe's SolverAction number) as a name."""
+    if isinstance(action, int):
+        return ACTIONS[action] if 0 <= action < len(ACTIONS) else "none"
+    action = str(action or "none").lower()
+    return action if action in ACTIONS else "none"
+
+
 def _no_action():
     return "none"
 
@@ -138,11 +146,7 @@ class Solver:
         self.callbacks.append(callback)
 
     def requested_action(self):
-        action = self.action_request() if self.action_request else "none"
-        if isinstance(action, int):
-            return ACTIONS[action] if 0 <= action < len(ACTIONS) else "none"
-        action = str(action or "none").lower()
-        return action if action in ACTIONS else "none"
+        return normalised_action(self.action_request() if self.action_request else "none")
 
     def step(self, iters):
         """Run ``iters`` iterations (forward/backward iter_size times, update, test, snapshot)."""

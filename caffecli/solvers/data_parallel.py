@@ -8,7 +8,7 @@ request is broadcast after each update so every rank stops or snapshots at the s
 """
 from .. import backend, parallel
 from ..proto import caffe_pb2
-from .base import ACTIONS
+from .base import ACTIONS, normalised_action
 
 
 class ActionSync:
@@ -26,16 +26,9 @@ class ActionSync:
             return "none"
         code = backend.xp().zeros(1, dtype="float32")
         if self.rank == 0:
-            code[0] = ACTIONS.index(_normalised(self.request()))
+            code[0] = ACTIONS.index(normalised_action(self.request()))
         self.comm.broadcast(self.rank, code, 0)
         return ACTIONS[int(code[0])]
-
-
-def _normalised(action):
-    if isinstance(action, int):
-        return ACTIONS[action] if 0 <= action < len(ACTIONS) else "none"
-    action = str(action or "none").lower()
-    return action if action in ACTIONS else "none"
 
 
 class DataParallel:
