@@ -122,6 +122,32 @@ def test_convolution_batch_chunks_match(monkeypatch):
     numpy.testing.assert_allclose(bottom[0].diff, ref_bottom[0].diff, rtol=1e-12)
 
 
+@pytest.mark.parametrize("kernel,stride,pad,dilation,img", [
+    ((3, 3), (2, 2), (1, 1), (1, 1), (7, 6)), ((4, 4), (2, 2), (1, 1), (1, 1), (9, 9)),
+    ((2, 3), (3, 2), (0, 2), (2, 1), (8, 7)), ((1, 1), (2, 3), (0, 0), (1, 1), (5, 7)),
+    ((11, 11), (4, 4), (0, 0), (1, 1), (23, 27)), ((3, 2, 2), (2, 1, 3), (1, 0, 1), (1, 2, 1),
+                                                   (5, 6, 7))])
+def test_phase_split_columns_equal_strided_windows(kernel, stride, pad, dilation, img):
+    """The stride-split im2col/col2im give exactly the strided-window view's numbers."""
+    from caffecli.util import im2col as ic
+    n, c = 3, 2
+    out = ic.conv_out_shape(list(img), kernel, pad, stride, dilation)
+    cols = vision._ColumnMaker(list(kernel), list(stride), list(pad), list(dilation))
+    cols.configure(c, list(img), out)
+    assert cols.phased
+    x = R.randn(n, c, *img)
+    got = cols.im2col(numpy, x).copy()
+    padded = numpy.zeros((n, c) + tuple(cols.padded))
+    ic.interior(padded, pad, img)[...] = x
+    want = ic.windows(numpy, padded, kernel, stride, dilation, out)  # (n, c, *k, *out)
+    numpy.testing.assert_array_equal(got, numpy.moveaxis(want, 0, -1))
+    col = R.randn(*got.shape)
+    back = cols.col2im(numpy, col, numpy.empty((n, c) + tuple(img)))
+    ref = numpy.zeros_like(padded)
+    ic.col2im_add(ref, numpy.moveaxis(col, -1, 0), kernel, stride, dilation, out)
+    numpy.testing.assert_array_equal(back, ic.interior(ref, pad, img))
+
+
 def test_convolution_keeps_float32():
     _, _, top = run(conv("num_output: 2 kernel_size: 3"), R.randn(1, 2, 4, 4),
                     dtype=numpy.float32)

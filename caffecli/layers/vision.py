@@ -61,11 +61,14 @@ class _ColumnMaker:
     """im2col into a (C, *kernel, *grid, n) buffer and col2im back, reusing buffers.
 
     The batch is the innermost axis so that, at stride 1, every copy and every col2im add
-    runs over stretches of out_width * n contiguous values.
+    runs over stretches of out_width * n contiguous values. With a stride above 1 the padded
+    image is kept split by phase, (*stride, C, *phase_grid, n), so each kernel offset is one
+    copy (or add) of dense out_width * n stretches rather than a strided lattice of n values.
     """
 
     def __init__(self, kernel, stride, pad, dilation):
         self.kernel, self.stride, self.pad, self.dilation = kernel, stride, pad, dilation
+        self.phased = any(s > 1 for s in stride)
         self._pad_in = ic.PadBuffer()
         self._pad_out = ic.PadBuffer()
         self._col = None
@@ -76,6 +79,14 @@ class _ColumnMaker:
         self.grid_shape = list(grid_shape)
         self.padded = ic.padded_shape(img_shape, grid_shape, self.kernel, self.pad,
                                       self.stride, self.dilation)
+        if self.phased:
+            self.buf_lead = tuple(self.stride) + (channels,)
+            self.buf_spatial = tuple(ic.phase_shape(self.padded, self.stride))
+            self.interior = list(ic.phase_interior(self.pad, self.img_shape, self.stride))
+            self.offsets = [(k, ic.phase_window(k, self.stride, self.dilation, self.grid_shape))
+                            for k in numpy.ndindex(*self.kernel)]
+        else:
+            self.buf_lead, self.buf_spatial = (channels,), tuple(self.padded)
 
     def _col_buffer(self, xp, size, dtype):
         if (self._col is None or self._col.size < size or self._col.dtype != dtype
@@ -87,26 +98,44 @@ class _ColumnMaker:
         """(n, C, *sp) -> (C, *sp, n) view."""
         return a.transpose(tuple(range(1, a.ndim)) + (0,))
 
+    def _buffer(self, pool, xp, n, dtype):
+        return pool.get(xp, self.buf_lead, self.buf_spatial + (n,), dtype)
+
     def im2col(self, xp, x):
         """x: (n, C, *img) -> contiguous columns (C, *kernel, *grid, n)."""
         n = x.shape[0]
-        buf = self._pad_in.get(xp, (self.channels,), tuple(self.padded) + (n,), x.dtype)
-        ic.interior(buf, self.pad, self.img_shape, lead_axes=1)[...] = self._batch_last(x)
-        win = ic.windows(xp, buf, self.kernel, self.stride, self.dilation, self.grid_shape,
-                         lead_axes=1, trail_axes=1)
-        col = self._col_buffer(xp, win.size, x.dtype).reshape(win.shape)
-        col[...] = win
+        buf = self._buffer(self._pad_in, xp, n, x.dtype)
+        shape = ((self.channels,) + tuple(self.kernel) + tuple(self.grid_shape) + (n,))
+        col = self._col_buffer(xp, _prod(shape), x.dtype).reshape(shape)
+        if self.phased:
+            xb, all_c = self._batch_last(x), (slice(None),)
+            for phase, grid, img in self.interior:
+                buf[phase + all_c + grid] = xb[all_c + img]
+            for k, (phase, grid) in self.offsets:
+                col[all_c + k] = buf[phase + all_c + grid]
+        else:
+            ic.interior(buf, self.pad, self.img_shape, lead_axes=1)[...] = self._batch_last(x)
+            col[...] = ic.windows(xp, buf, self.kernel, self.stride, self.dilation,
+                                  self.grid_shape, lead_axes=1, trail_axes=1)
         self.last_col = col
         return col
 
     def col2im(self, xp, col, out):
         """col: (C, *kernel, *grid, n) -> out (n, C, *img) = sum of the windows (set)."""
         n = col.shape[-1]
-        buf = self._pad_out.get(xp, (self.channels,), tuple(self.padded) + (n,), col.dtype)
+        buf = self._buffer(self._pad_out, xp, n, col.dtype)
         buf[...] = 0
-        ic.col2im_add(buf, col, self.kernel, self.stride, self.dilation, self.grid_shape,
-                      lead_axes=1, trail_axes=1)
-        self._batch_last(out)[...] = ic.interior(buf, self.pad, self.img_shape, lead_axes=1)
+        if self.phased:  # adds in kernel-offset order, as Caffe's col2im
+            all_c, ob = (slice(None),), self._batch_last(out)
+            for k, (phase, grid) in self.offsets:
+                buf[phase + all_c + grid] += col[all_c + k]
+            for phase, grid, img in self.interior:
+                ob[all_c + img] = buf[phase + all_c + grid]
+        else:
+            ic.col2im_add(buf, col, self.kernel, self.stride, self.dilation, self.grid_shape,
+                          lead_axes=1, trail_axes=1)
+            self._batch_last(out)[...] = ic.interior(buf, self.pad, self.img_shape,
+                                                     lead_axes=1)
         return out
 
 

@@ -4,7 +4,9 @@ Caffe's column layout for one image is (C, *kernel, *out): row c*prod(k) + kerne
 column = output position. ``windows`` builds that view over a zero-padded copy of the input,
 with any leading axes (batch, channel) and optionally trailing ones (a batch kept innermost so
 the copies run over long contiguous stretches); ``col2im_add`` scatters columns back, looping
-only over the kernel offsets.
+only over the kernel offsets. With a stride above 1 the padded image can instead be kept split
+by phase (``phase_*``): position p of an axis lives at phase p % s, index p // s, so every kernel
+offset reads or adds one dense block instead of a stride-s lattice.
 """
 import numpy
 
@@ -81,3 +83,29 @@ def col2im_add(padded, col, kernel, stride, dilation, out_shape, lead_axes=2, tr
         sl = offset_slices(offset, kernel, stride, dilation, out_shape)
         padded[lead + sl + trail] += col[lead + offset]
     return padded
+
+
+def phase_shape(padded, stride):
+    """Per-axis length of one phase of a padded axis split by stride: ceil(P / s)."""
+    return [-(-p // s) for p, s in zip(padded, stride)]
+
+
+def phase_interior(pad, in_shape, stride):
+    """For each phase tuple: (phase, slices into the phase grid, slices into the image) that
+    place the unpadded image at offset ``pad`` of the split padded buffer."""
+    for phase in numpy.ndindex(*stride):
+        grid, img = [], []
+        for a, p, i, s in zip(phase, pad, in_shape, stride):
+            first = (a - p) % s  # first image index whose padded position is in this phase
+            count = len(range(first, i, s))
+            start = (first + p) // s
+            grid.append(slice(start, start + count))
+            img.append(slice(first, i, s))
+        yield phase, tuple(grid), tuple(img)
+
+
+def phase_window(offset, stride, dilation, out_shape):
+    """(phase, slices into the phase grid) that kernel ``offset`` reads for all outputs."""
+    pos = [o * d for o, d in zip(offset, dilation)]
+    return (tuple(q % s for q, s in zip(pos, stride)),
+            tuple(slice(q // s, q // s + n) for q, s, n in zip(pos, stride, out_shape)))
