@@ -60,7 +60,8 @@ class RankData(Layer):
 
 
 @pytest.fixture(autouse=True)
-def rank_data():
+def rank_data(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # final snapshots land here
     registry.unregister_layer("TestRankData")
     registry.register_layer("TestRankData")(RankData)
     SEEN.clear()
@@ -121,8 +122,7 @@ def test_two_ranks_train_as_one_solver_on_the_whole_batch(kind):
     assert not numpy.allclose(weights(root)[0], weights(get_solver(solver_param(4)))[0])
 
 
-def test_only_the_root_tests_and_snapshots(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_only_the_root_tests_and_snapshots(tmp_path):
     extra = ('test_iter: 2\ntest_interval: 4\nsnapshot: 4\nsnapshot_prefix: "dp"\n'
              'test_initialization: false\n')
     buf = io.StringIO()
@@ -149,8 +149,7 @@ def test_a_stop_request_stops_every_rank_at_the_same_iteration():
     assert dp.solvers[0].requested_early_exit
 
 
-def test_workers_resume_from_the_roots_snapshot(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_workers_resume_from_the_roots_snapshot():
     extra = 'snapshot: 4\nsnapshot_prefix: "dp"\n'
     straight = train_parallel(solver_param(4, kind="Nesterov", extra=extra), 2)
     param = solver_param(4, kind="Nesterov", extra=extra)
@@ -192,7 +191,6 @@ def test_train_with_two_gpus_goes_through_data_parallel(tmp_path, monkeypatch, c
     (tmp_path / "net.prototxt").write_text(NET % 4)
     (tmp_path / "solver.prototxt").write_text(
         'net: "net.prototxt"\n' + SOLVER % (6, "SGD") + 'snapshot_after_train: false\n')
-    monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
         main(["train", "-solver", "solver.prototxt", "-gpu", "0,1"])
     assert exit_info.value.code == 0
