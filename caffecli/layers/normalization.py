@@ -53,6 +53,23 @@ class BatchNormLayer(NeuronLayer):
         b = bottom[0]
         return a.reshape(b.shape[0], self.channels, b.count(2))
 
+    def _scratch(self, name, like):
+        """A reusable array shaped like ``like`` (saves a fresh allocation per pass)."""
+        a = getattr(self, name, None)
+        if a is None or a.shape != like.shape or a.dtype != like.dtype or \
+                not isinstance(a, type(like)):
+            a = self.xp.empty_like(like)
+            setattr(self, name, a)
+        return a
+
+    def _channel_sum(self, a, b=None, scale=1.0):
+        """Per-channel sum of a (or of a * b) over spatial, times scale, then summed over num
+        (Caffe's two gemvs)."""
+        per_item = a.sum(axis=2) if b is None else self.xp.einsum("ncs,ncs->nc", a, b)
+        if scale != 1.0:
+            per_item *= a.dtype.type(scale)
+        return per_item.sum(axis=0)
+
     def forward_impl(self, bottom, top):
         b = bottom[0]
         x = self._view(b.data, bottom)
@@ -63,10 +80,11 @@ class BatchNormLayer(NeuronLayer):
             mean = self.blobs[0].data * factor
             var = self.blobs[1].data * factor
         else:
-            mean = (x.sum(axis=2) * (1.0 / n)).sum(axis=0)
-        centered = x - mean.reshape(1, -1, 1)
+            mean = self._channel_sum(x, scale=1.0 / n)
+        x_norm = self._scratch("x_norm", x)  # x - mean now, divided by the std below
+        self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
         if not self.use_global_stats:
-            var = ((centered * centered).sum(axis=2) * (1.0 / n)).sum(axis=0)
+            var = self._channel_sum(x_norm, x_norm, 1.0 / n)
             maf = self.moving_average_fraction
             self.blobs[2].data[...] = self.blobs[2].data * maf + 1
             self.blobs[0].data[...] = mean + self.blobs[0].data * maf
@@ -74,23 +92,29 @@ class BatchNormLayer(NeuronLayer):
             correction = m / (m - 1.0) if m > 1 else 1.0
             self.blobs[1].data[...] = var * correction + self.blobs[1].data * maf
         self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
-        self.x_norm = centered / self.std
-        self._view(top[0].data, bottom)[...] = self.x_norm
+        x_norm /= self.std
+        self._view(top[0].data, bottom)[...] = x_norm
 
     def backward_impl(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
+        xp = self.xp
         dy = self._view(top[0].diff, bottom)
         if self.use_global_stats:
             self._view(bottom[0].diff, bottom)[...] = dy / self.std
             return
         y = self.x_norm
         n = y.shape[0] * y.shape[2]
-        # dx = (dy - mean(dy) - mean(dy * y) * y) / sqrt(var + eps), means per channel
-        dot = (y * dy).sum(axis=2).sum(axis=0).reshape(1, -1, 1)
-        total = dy.sum(axis=2).sum(axis=0).reshape(1, -1, 1)
-        g = dy - (y * dot + total) * (1.0 / n)
-        self._view(bottom[0].diff, bottom)[...] = g / self.std
+        # dx = (dy - mean(dy) - mean(dy * y) * y) / sqrt(var + eps), means per channel, in
+        # Caffe's order: (y * sum(dy y) + sum(dy)) * (-1/n) + dy, then / std
+        dot = self._channel_sum(y, dy).reshape(1, -1, 1)
+        total = self._channel_sum(dy).reshape(1, -1, 1)
+        g = self._scratch("grad", y)
+        xp.multiply(y, dot, out=g)
+        g += total
+        g *= y.dtype.type(-1.0 / n)
+        g += dy
+        xp.divide(g, self.std, out=self._view(bottom[0].diff, bottom))
 
 
 @register_layer("MVN")

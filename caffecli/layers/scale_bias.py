@@ -140,8 +140,12 @@ class ScaleLayer(Layer):
         in_place = top[0] is bottom[0]
         if (learned and self.param_propagate_down[0]) or (not learned and propagate_down[1]):
             x = self.bottom_copy if in_place else bottom[0].data.reshape(outer, dim, inner)
-            product = dy * x
-            total = product.sum(axis=(0, 2))
+            scratch = not in_place and outer * inner != 1 and not propagate_down[0]
+            if scratch:
+                product = dy * x
+                total = product.sum(axis=(0, 2))
+            else:  # the same sums without the full-size product
+                total = self.xp.einsum("odi,odi->d", dy, x)
             # Caffe accumulates into a learned scale's diff except where its outer dimension
             # is 1 and it writes the sums directly (element-wise or vector scale).
             overwrite = not learned or (outer == 1 and (inner == 1 or dim > 1))
@@ -149,9 +153,9 @@ class ScaleLayer(Layer):
                 scale.diff.reshape(-1)[...] = total
             else:
                 scale.diff.reshape(-1)[...] += total
-            if not in_place and outer * inner != 1 and not propagate_down[0]:
+            if scratch:
                 # Caffe keeps this product in bottom[0]'s diff as scratch space.
                 bottom[0].diff.reshape(outer, dim, inner)[...] = product
         if propagate_down[0]:
-            g = dy * scale.data.reshape(1, dim, 1)
-            bottom[0].diff.reshape(outer, dim, inner)[...] = g
+            self.xp.multiply(dy, scale.data.reshape(1, dim, 1),
+                             out=bottom[0].diff.reshape(outer, dim, inner))
