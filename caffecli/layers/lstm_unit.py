@@ -18,12 +18,13 @@ def tanh(xp, x):
 def cell_forward(xp, c_prev, gates, cont):
     """c_t, h_t and the activations backward needs, for (N, H) c_prev, (N, 4H) gates, (N,) cont.
 
-    The forget gate is cont * sigmoid (exactly 0 where cont is 0), as Caffe computes it."""
+    The forget gate is cont * sigmoid (exactly 0 where cont is 0), as Caffe computes it. The
+    three sigmoid gates are one call over their contiguous 3H block (fewer, larger numpy ops)."""
     H = c_prev.shape[-1]
-    i = sigmoid(xp, gates[:, :H])
+    ifo = sigmoid(xp, gates[:, :3 * H])
+    i, o = ifo[:, :H], ifo[:, 2 * H:]
     contc = cont.reshape(-1, 1)
-    f = xp.where(contc == 0, xp.zeros((), dtype=gates.dtype), contc * sigmoid(xp, gates[:, H:2 * H]))
-    o = sigmoid(xp, gates[:, 2 * H:3 * H])
+    f = xp.where(contc == 0, xp.zeros((), dtype=gates.dtype), contc * ifo[:, H:2 * H])
     g = tanh(xp, gates[:, 3 * H:])
     c = f * c_prev + i * g
     tanh_c = tanh(xp, c)
@@ -31,14 +32,29 @@ def cell_forward(xp, c_prev, gates, cont):
     return c, h, (i, f, o, g, tanh_c)
 
 
-def cell_backward(xp, c_prev, acts, c_diff, h_diff):
-    """(c_prev diff, gates diff) from the diffs of c_t and h_t."""
+def cell_backward(xp, c_prev, acts, c_diff, h_diff, out=None):
+    """(c_prev diff, gates diff) from the diffs of c_t and h_t; the gates diff is written into
+    ``out`` (N, 4H) when given. Each product is evaluated in lstm_unit_layer.cpp's order."""
     i, f, o, g, tanh_c = acts
-    c_term = c_diff + h_diff * o * (1 - tanh_c * tanh_c)
-    gates_diff = xp.concatenate([c_term * g * i * (1 - i), c_term * c_prev * f * (1 - f),
-                                 h_diff * tanh_c * o * (1 - o), c_term * i * (1 - g * g)],
-                                axis=1)
-    return c_term * f, gates_diff
+    H = i.shape[-1]
+    c_term = h_diff * o
+    c_term *= 1 - tanh_c * tanh_c
+    c_term += c_diff
+    if out is None:
+        out = xp.empty(i.shape[:-1] + (4 * H,), dtype=i.dtype)
+    di, df, do, dg = (out[:, k * H:(k + 1) * H] for k in range(4))
+    xp.multiply(c_term, g, out=di)
+    di *= i
+    di *= 1 - i
+    xp.multiply(c_term, c_prev, out=df)
+    df *= f
+    df *= 1 - f
+    xp.multiply(h_diff, tanh_c, out=do)
+    do *= o
+    do *= 1 - o
+    xp.multiply(c_term, i, out=dg)
+    dg *= 1 - g * g
+    return c_term * f, out
 
 
 @register_layer("LSTMUnit")

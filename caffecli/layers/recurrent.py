@@ -1,7 +1,8 @@
 """RNN and LSTM (Caffe's recurrent_layer.cpp, rnn_layer.cpp, lstm_layer.cpp), computed directly.
 
 Caffe unrolls these into an internal net; here the same arithmetic runs as vectorized matrix
-products over the batch, looping over time steps only. Parameter blobs have the order and
+products over the batch, looping over time steps only for the recurrence itself: the weight
+gradients of the shared per-step weights, and RNN's output layer, are one product over all steps. Parameter blobs have the order and
 shapes of the unrolled net's learnable params, so Caffe's weights load unchanged. Bottoms
 x (T x N x ...), cont (T x N), optional x_static (N x ...), then with expose_hidden the initial
 states; without it the final state of one forward pass is the initial state of the next.
@@ -177,16 +178,18 @@ class LSTMLayer(RecurrentLayer):
         cont = bottom[1].data
         h, c = self.initial_states(bottom)
         out = top[0].data
+        self.h_conted = xp.empty((self.T, self.N, self.H), dtype=out.dtype)
         self.steps = []
         for t in range(self.T):
-            h_conted = cont[t].reshape(-1, 1) * h
-            gates = h_conted @ w_hc.T + gates_x[t]
+            h_conted = xp.multiply(cont[t].reshape(-1, 1), h, out=self.h_conted[t])
+            gates = h_conted @ w_hc.T
+            gates += gates_x[t]
             if static is not None:
-                gates = gates + static
+                gates += static
             c_prev = c
             c, h, acts = cell_forward(xp, c_prev, gates, cont[t])
             out[t] = h
-            self.steps.append((h_conted, c_prev, acts))
+            self.steps.append((c_prev, acts))
         self.finish_forward(top, [h, c])
 
     def backward_impl(self, top, propagate_down, bottom):
@@ -200,12 +203,14 @@ class LSTMLayer(RecurrentLayer):
         dh_rec = xp.zeros((self.N, self.H), dtype=dh_out.dtype)
         dc = xp.zeros((self.N, self.H), dtype=dh_out.dtype)
         for t in range(self.T - 1, -1, -1):
-            h_conted, c_prev, acts = self.steps[t]
+            c_prev, acts = self.steps[t]
             dh = dh_out[t] + dh_rec
-            dc, dgates = cell_backward(xp, c_prev, acts, dc, dh)
-            w_hc.diff[...] += dgates.T @ h_conted
-            dh_rec = cont[t].reshape(-1, 1) * (dgates @ w_hc.data)
-            d_gates_x[t] = dgates
+            dc, dgates = cell_backward(xp, c_prev, acts, dc, dh, out=d_gates_x[t])
+            dh_rec = dgates @ w_hc.data
+            dh_rec *= cont[t].reshape(-1, 1)
+        # W_hc's gradient summed over every step in one product (Caffe adds one per step)
+        w_hc.diff[...] += (d_gates_x.reshape(-1, 4 * self.H).T
+                           @ self.h_conted.reshape(-1, self.H))
         d_static = d_gates_x.sum(axis=0) if self.static_input else None
         self.input_backward(bottom, d_gates_x, 0, 1, d_static, 2)
 
@@ -235,16 +240,20 @@ class RNNLayer(RecurrentLayer):
         cont = bottom[1].data
         h, = self.initial_states(bottom)
         out = top[0].data
-        self.steps = []
+        shape = (self.T, self.N, self.H)
+        self.h_conted = xp.empty(shape, dtype=out.dtype)
+        self.h_all = xp.empty(shape, dtype=out.dtype)
         for t in range(self.T):
-            h_conted = cont[t].reshape(-1, 1) * h
-            a = h_conted @ w_hh.T + pre_x[t]
+            h_conted = xp.multiply(cont[t].reshape(-1, 1), h, out=self.h_conted[t])
+            a = h_conted @ w_hh.T
+            a += pre_x[t]
             if static is not None:
-                a = a + static
-            h = xp.tanh(a)
-            o = xp.tanh(h @ w_ho.T + b_o)
-            out[t] = o
-            self.steps.append((h_conted, h, o))
+                a += static
+            h = xp.tanh(a, out=self.h_all[t])
+        o = self.h_all.reshape(-1, self.H) @ w_ho.T
+        o += b_o
+        self.o_all = xp.tanh(o, out=o).reshape(shape)
+        out[...] = self.o_all
         self.finish_forward(top, [h])
 
     def backward_impl(self, top, propagate_down, bottom):
@@ -254,18 +263,20 @@ class RNNLayer(RecurrentLayer):
         k = 2 + self.static_input
         w_hh, w_ho, b_o = self.blobs[k:k + 3]
         cont = bottom[1].data
-        do_out = top[0].diff
-        d_pre_x = xp.empty((self.T, self.N, self.H), dtype=do_out.dtype)
-        dh_rec = xp.zeros((self.N, self.H), dtype=do_out.dtype)
+        H = self.H
+        # The output layer does not recur: its gradients for all steps at once.
+        d_o = top[0].diff * (1 - self.o_all * self.o_all)
+        w_ho.diff[...] += d_o.reshape(-1, H).T @ self.h_all.reshape(-1, H)
+        b_o.diff[...] += d_o.reshape(-1, H).sum(axis=0)
+        dh_o = (d_o.reshape(-1, H) @ w_ho.data).reshape(self.T, self.N, H)
+        d_pre_x = xp.empty((self.T, self.N, H), dtype=d_o.dtype)
+        dh_rec = xp.zeros((self.N, H), dtype=d_o.dtype)
         for t in range(self.T - 1, -1, -1):
-            h_conted, h, o = self.steps[t]
-            d_o = do_out[t] * (1 - o * o)
-            w_ho.diff[...] += d_o.T @ h
-            b_o.diff[...] += d_o.sum(axis=0)
-            dh = d_o @ w_ho.data + dh_rec
-            da = dh * (1 - h * h)
-            w_hh.diff[...] += da.T @ h_conted
-            dh_rec = cont[t].reshape(-1, 1) * (da @ w_hh.data)
-            d_pre_x[t] = da
+            h = self.h_all[t]
+            da = xp.add(dh_o[t], dh_rec, out=d_pre_x[t])
+            da *= 1 - h * h
+            dh_rec = da @ w_hh.data
+            dh_rec *= cont[t].reshape(-1, 1)
+        w_hh.diff[...] += d_pre_x.reshape(-1, H).T @ self.h_conted.reshape(-1, H)
         d_static = d_pre_x.sum(axis=0) if self.static_input else None
         self.input_backward(bottom, d_pre_x, 0, 1, d_static, 2)
