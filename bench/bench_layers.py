@@ -49,7 +49,8 @@ layer { name: "relu2" type: "ReLU" bottom: "scale2" top: "scale2" }
 layer { name: "pool2" type: "Pooling" bottom: "scale2" top: "pool2"
         pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
 layer { name: "deconv3" type: "Deconvolution" bottom: "pool2" top: "deconv3" convolution_param {
-        num_output: 32 kernel_size: 4 stride: 2 pad: 1 weight_filler { type: "gaussian" std: 0.05 } } }
+        num_output: 32 kernel_size: 4 stride: 2 pad: 1
+        weight_filler { type: "gaussian" std: 0.05 } } }
 layer { name: "pool3" type: "Pooling" bottom: "deconv3" top: "pool3"
         pooling_param { pool: AVE kernel_size: 4 stride: 4 } }
 layer { name: "seq" type: "Reshape" bottom: "pool3" top: "seq"
