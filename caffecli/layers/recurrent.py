@@ -4,9 +4,9 @@ Caffe unrolls these into an internal net; here the same arithmetic runs as vecto
 products over the batch, looping over time steps only for the recurrence itself: the weight
 gradients of the shared per-step weights, and RNN's output layer, are one product over all
 steps. Parameter blobs have the order and shapes of the unrolled net's learnable params, so
-Caffe's weights load unchanged. Bottoms
-x (T x N x ...), cont (T x N), optional x_static (N x ...), then with expose_hidden the initial
-states; without it the final state of one forward pass is the initial state of the next.
+Caffe's weights load unchanged. Bottoms x (T x N x ...), cont (T x N), optional x_static
+(N x ...), then with expose_hidden the initial states; without it the final state of one
+forward pass is the initial state of the next.
 """
 from .. import glog
 from ..blob import Blob
