@@ -36,10 +36,14 @@ def transform_items(transformer, items, dtype, names):
 
 
 class DBSource:
-    """Datum records from LMDB/LevelDB, in key order, wrapping to the first at the end."""
+    """Datum records from LMDB/LevelDB, in key order, wrapping to the first at the end.
+
+    With ``share=(rank, count)`` the source keeps only the records whose running offset is
+    rank modulo count (Caffe's DataLayer::Skip), so data-parallel solvers get disjoint batches.
+    """
 
     def __init__(self, path, backend, batch_size, transformer, dtype, labels,
-                 force_color=False, force_gray=False, rand_skip=0):
+                 force_color=False, force_gray=False, rand_skip=0, share=(0, 1)):
         if batch_size <= 0:
             raise CaffeError("%s: batch_size must be positive" % path)
         self.path = path
@@ -49,11 +53,19 @@ class DBSource:
         self.dtype = dtype
         self.labels = labels
         self.force = (bool(force_color), bool(force_gray))
+        self.rank, self.count = share
         self.offset = 0
         if rand_skip:
             skip = int(rng_mod.rng().integers(0, rand_skip))
             for _ in range(skip):
                 self._next()
+        self._skip_others()
+
+    def _skip_others(self):
+        """Move to this rank's next record; the saved state then points at it, so the root's
+        state also resumes every other rank at its own next record."""
+        while self.offset % self.count != self.rank:
+            self._next()
 
     def _next(self):
         if self.cursor.next():
@@ -82,6 +94,7 @@ class DBSource:
             labels.append(label)
             names.append(name)
             self._next()
+            self._skip_others()
         tops = [transform_items(self.transformer, items, self.dtype, names)]
         if self.labels:
             tops.append(numpy.asarray(labels, dtype=self.dtype))
@@ -95,6 +108,7 @@ class DBSource:
         self.cursor.seek(bytes.fromhex(state["key"]))
         self.offset = int(state.get("offset", 0))
         self.transformer.set_state(state.get("transform_rng"))
+        self._skip_others()
 
     def close(self):
         self.cursor.close()
