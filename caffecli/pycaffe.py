@@ -159,6 +159,25 @@ class PycaffeNetMixin:
         self._backward(start_ind, end_ind)
         return {out: self.blob_by_name(out).host_diff for out in outputs}
 
+    def set_input_arrays(self, data, labels):
+        """Feed a MemoryData first layer (pycaffe's Net.set_input_arrays): 4-D float32
+        C-contiguous data and labels of shape N or N x 1 x 1 x 1."""
+        import numpy
+        from .errors import CaffeError
+        first = self.layers[0] if self.layers else None
+        if first is None or first.type != "MemoryData":
+            raise CaffeError("set_input_arrays may only be called if the first layer is a "
+                             "MemoryData layer (net %s starts with %s)"
+                             % (self.name, first.type if first else "no layer"))
+        for what, array in (("data", data), ("labels", labels)):
+            if not (isinstance(array, numpy.ndarray) and array.dtype == numpy.float32
+                    and array.flags.c_contiguous):
+                raise CaffeError("set_input_arrays: %s must be a C-contiguous float32 numpy "
+                                 "array" % what)
+        if data.ndim != 4:
+            raise CaffeError("set_input_arrays: data must be 4-D, got shape %s" % (data.shape,))
+        first.set_input_arrays(data, labels)
+
     def forward_all(self, blobs=None, **kwargs):
         """Run forward over inputs of any length in batch-sized chunks; return the full
         outputs (plus ``blobs``) concatenated, padding of the last chunk dropped."""

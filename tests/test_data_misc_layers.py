@@ -161,3 +161,41 @@ def test_window_data_samples_fg_and_bg_windows(tmp_path):
     assert (bg[:, :, 0, :] == 0).all() and (bg[:, :, 7, :] == 0).all()
     assert bg[:, :, 1:7].min() == -100 and bg[:, :, 1:7].max() == 100
     close_net(net)
+
+
+# ---- pycaffe's Net.set_input_arrays -------------------------------------------------------
+MEMORY_NET = '''name: "m"
+layer { name: "mem" type: "MemoryData" top: "data" top: "label"
+        memory_data_param { batch_size: 2 channels: 1 height: 2 width: 2 } }
+layer { name: "pow" type: "Power" bottom: "data" top: "twice" power_param { scale: 2 } }
+'''
+
+
+def test_net_set_input_arrays_feeds_memory_data(tmp_path):
+    import caffecli as caffe
+    (tmp_path / "m.prototxt").write_text(MEMORY_NET)
+    net = caffe.Net(str(tmp_path / "m.prototxt"), caffe.TEST)
+    data = numpy.arange(16, dtype=numpy.float32).reshape(4, 1, 2, 2)
+    net.set_input_arrays(data, numpy.array([[[[7]]], [[[8]]], [[[9]]], [[[6]]]], numpy.float32))
+    out = net.forward()
+    assert out["twice"].tolist() == (2 * data[:2]).tolist()
+    assert net.blobs["label"].data.reshape(-1).tolist() == [7, 8]  # N x 1 x 1 x 1 as Caffe
+    net.forward()
+    assert net.blobs["data"].data.tolist() == data[2:].tolist()
+    assert net.blobs["label"].data.reshape(-1).tolist() == [9, 6]
+
+
+def test_net_set_input_arrays_errors(tmp_path):
+    import caffecli as caffe
+    (tmp_path / "m.prototxt").write_text(MEMORY_NET)
+    net = caffe.Net(str(tmp_path / "m.prototxt"), caffe.TEST)
+    good = numpy.zeros((2, 1, 2, 2), numpy.float32)
+    with pytest.raises(CaffeError, match="float32"):
+        net.set_input_arrays(good.astype(numpy.float64), numpy.zeros(2, numpy.float32))
+    with pytest.raises(CaffeError, match="4-D"):
+        net.set_input_arrays(numpy.zeros((2, 4), numpy.float32), numpy.zeros(2, numpy.float32))
+    (tmp_path / "p.prototxt").write_text(
+        'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 } } }\n')
+    plain = caffe.Net(str(tmp_path / "p.prototxt"), caffe.TEST)
+    with pytest.raises(CaffeError, match="first layer is a MemoryData layer.*Input"):
+        plain.set_input_arrays(good, numpy.zeros(2, numpy.float32))
