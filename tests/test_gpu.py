@@ -8,6 +8,7 @@ import pytest
 
 from caffecli import backend
 from golden import case_names, run_layer_case
+from grad_specs import CASES
 
 REASON = backend.gpu_unavailable_reason(0)
 pytestmark = pytest.mark.skipif(REASON is not None, reason="GPU tests: %s" % REASON)
@@ -47,7 +48,7 @@ def test_nccl_one_rank_path_averages_half_batches(gpu_mode):
     from test_parallel import make_net, grads
     x = numpy.random.RandomState(0).randn(8, 5)
     full = make_net(8, numpy.float32)
-    full.blobs["x"].data[...] = backend.to_device(x.astype(numpy.float32))
+    full.blobs["x"].data[...] = x.astype(numpy.float32)  # a host write (pycaffe view)
     full.clear_param_diffs()
     full.forward_backward()
     want = grads(full)
@@ -58,7 +59,7 @@ def test_nccl_one_rank_path_averages_half_batches(gpu_mode):
     sync = parallel.GradientSync(half, comm, 0)
     got = []
     for k in range(2):
-        half.blobs["x"].data[...] = backend.to_device(x[4 * k:4 * k + 4].astype(numpy.float32))
+        half.blobs["x"].data[...] = x[4 * k:4 * k + 4].astype(numpy.float32)
         half.clear_param_diffs()
         half.forward_backward()
         sync.on_gradients_ready()
@@ -68,53 +69,11 @@ def test_nccl_one_rank_path_averages_half_batches(gpu_mode):
 
 
 # ---- gradient checks on the device --------------------------------------------------------
-GRAD_SPECS = [
-    ('type: "Convolution" convolution_param { num_output: 3 kernel_size: 3 pad: 1 stride: 2 '
-     'group: 1 weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } }',
-     [(2, 2, 5, 5)], {}),
-    ('type: "Deconvolution" convolution_param { num_output: 2 kernel_size: 3 stride: 2 '
-     'weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } }',
-     [(2, 3, 3, 3)], {}),
-    ('type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }',
-     [(2, 2, 5, 5)], {}),
-    ('type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 pad: 1 }',
-     [(2, 2, 5, 5)], {}),
-    ('type: "LRN" lrn_param { local_size: 3 alpha: 0.5 beta: 0.75 }', [(2, 5, 3, 3)], {}),
-    ('type: "LRN" lrn_param { local_size: 3 alpha: 0.5 norm_region: WITHIN_CHANNEL }',
-     [(2, 2, 4, 4)], {}),
-    ('type: "InnerProduct" inner_product_param { num_output: 4 '
-     'weight_filler { type: "gaussian" } bias_filler { type: "gaussian" } }', [(3, 2, 3)], {}),
-    ('type: "ReLU" relu_param { negative_slope: 0.1 }', [(2, 3, 4)], {"kink": 0.0, "kink_range": 0.01}),
-    ('type: "PReLU"', [(2, 3, 4)], {"kink": 0.0, "kink_range": 0.01}),
-    ('type: "Sigmoid"', [(2, 3, 4)], {}),
-    ('type: "TanH"', [(2, 3, 4)], {}),
-    ('type: "ELU" elu_param { alpha: 0.5 }', [(2, 3, 4)], {"kink": 0.0, "kink_range": 0.01}),
-    ('type: "BatchNorm"', [(4, 3, 2, 2)], {"check_params": False}),
-    ('type: "Scale" scale_param { bias_term: true }', [(2, 3, 4)], {}),
-    ('type: "Softmax"', [(2, 5, 3)], {}),
-    ('type: "Eltwise" eltwise_param { operation: PROD }', [(2, 3), (2, 3)], {}),
-    ('type: "Eltwise" eltwise_param { operation: MAX }', [(2, 3), (2, 3)], {}),
-    ('type: "Concat" concat_param { axis: 1 }', [(2, 3), (2, 2)], {}),
-]
-
-
-@pytest.mark.parametrize("text,shapes,kw", GRAD_SPECS, ids=[s[0].split('"')[1] + str(i)
-                                                             for i, s in enumerate(GRAD_SPECS)])
-def test_gradient_on_gpu(text, shapes, kw, gpu_mode):
+@pytest.mark.parametrize("name,text,bottoms,kw", CASES, ids=[c[0] for c in CASES])
+def test_gradient_on_gpu(name, text, bottoms, kw, gpu_mode):
     from gradcheck import check_gradient
-    r = numpy.random.RandomState(3)
-    # distinct values 0.05 apart: no max/ReLU decision flips within the 1e-2 step
-    bottoms = [(r.permutation(int(numpy.prod(s))) - numpy.prod(s) / 2.0).reshape(s) * 0.05
-               for s in shapes]
-    assert check_gradient(text, bottoms, **kw) > 0
-
-
-def test_softmax_loss_gradient_on_gpu(gpu_mode):
-    from gradcheck import check_gradient
-    r = numpy.random.RandomState(4)
-    x, labels = r.randn(4, 5), r.randint(0, 5, size=(4,)).astype(float)
-    assert check_gradient('type: "SoftmaxWithLoss" loss_weight: 1', [x, labels],
-                          check_bottoms=[0]) > 0
+    rs = numpy.random.RandomState(5)
+    assert check_gradient(text, [make(rs) for make in bottoms], **kw) > 0
 
 
 # ---- a training net computes the same numbers on both devices ------------------------------
