@@ -12,7 +12,8 @@ from test_cli import ROOT, run_cli
 
 
 def learnable_images(labels, rs):
-    """Class c: a colour and a stripe period of its own, plus noise (RGB, N x 32 x 32 x 3)."""
+    """Class c: a muted colour and a stripe period of its own, plus noise (RGB, N x 32 x 32 x 3);
+    contrast about real CIFAR's, so BVLC's lr 0.001 + momentum 0.9 does not overshoot."""
     colours = numpy.array([[200, 40, 40], [40, 200, 40], [40, 40, 200], [200, 200, 40],
                            [200, 40, 200], [40, 200, 200], [220, 220, 220], [30, 30, 30],
                            [120, 60, 200], [200, 120, 60]], dtype=float)
@@ -20,7 +21,8 @@ def learnable_images(labels, rs):
     images = []
     for c in labels:
         stripes = ((rows // (2 + c % 5)) % 2) * 40.0 * (1 if c < 5 else -1)
-        img = colours[c][None, None, :] + stripes[:, :, None] + rs.normal(0, 30, (32, 32, 3))
+        colour = 128 + 0.25 * (colours[c] - 128)
+        img = colour[None, None, :] + 0.5 * stripes[:, :, None] + rs.normal(0, 10, (32, 32, 3))
         images.append(numpy.clip(img, 0, 255))
     return numpy.asarray(images, dtype=numpy.uint8)
 
@@ -53,7 +55,7 @@ def test_cifar10_quick_trains_from_convert_cifar_data(tmp_path):
     for field, value in (("test_iter", 2), ("test_interval", 40), ("display", 5),
                          ("max_iter", 40), ("snapshot", 40)):
         text = re.sub(r"^%s: .*$" % field, "%s: %d" % (field, value), text, flags=re.M)
-    solver.write_text(text)
+    solver.write_text(text + "random_seed: 1701\n")  # the same weights on every run
     result = run_cli(["train", "-solver", "models/cifar10_quick/cifar10_quick_solver.prototxt"],
                      tmp_path)
     assert result.exit_code == 0, result.output[-3000:]
