@@ -445,11 +445,11 @@ random_seed: 1
 """
 
 
-def _train_with_signals(tmp_path, steps, extra=()):
-    """Train in a subprocess; for each (text, signal) step wait for a log line containing
-    ``text`` then send ``signal``. Return (exit status, whole log)."""
+def _train_with_signals(tmp_path, steps, extra=(), solver=SIGNAL_SOLVER):
+    """Train ``solver`` in a subprocess; for each (text, signal) step wait for a log line
+    containing ``text`` then send ``signal`` (if any). Return (exit status, whole log)."""
     (tmp_path / "net.prototxt").write_text(TINY_NET)
-    (tmp_path / "solver.prototxt").write_text(SIGNAL_SOLVER)
+    (tmp_path / "solver.prototxt").write_text(solver)
     env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
     proc = subprocess.Popen([sys.executable, "-m", "caffecli", "train", "-solver",
                              "solver.prototxt"] + list(extra), cwd=tmp_path, env=env,
@@ -463,7 +463,8 @@ def _train_with_signals(tmp_path, steps, extra=()):
                 log.append(line)
                 if text in line:
                     break
-            proc.send_signal(sig)
+            if sig is not None:  # None: only wait for the line
+                proc.send_signal(sig)
         log.extend(proc.stderr)  # to the end: the process exits once a signal stops it
         proc.wait(timeout=60)
     finally:
