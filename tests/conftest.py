@@ -1,6 +1,20 @@
+"""Puts the package and the test helpers on sys.path; shared fixtures."""
+import io
 import os
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, ROOT)
+
+
+@pytest.fixture
+def logs():
+    """glog lines written during the test, as a StringIO."""
+    from caffecli import glog
+    buf = io.StringIO()
+    glog.set_stream(buf)
+    yield buf
+    glog.set_stream(None)

@@ -1,11 +1,10 @@
 """iter_size: the logged loss averages the sub-batches, the ``loss`` blob keeps the last one."""
-import io
 import re
 
 import numpy
 import pytest
 
-from caffecli import glog, solvers
+from caffecli import solvers
 from caffecli.net import Net
 from caffecli.proto import caffe_pb2
 
@@ -20,14 +19,6 @@ layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y"
                               bias_filler { type: "uniform" min: -0.5 max: 0.5 } } }
 layer { name: "loss" type: "TestSquareLoss" bottom: "y" top: "loss" }
 '''
-
-
-@pytest.fixture
-def logs():
-    buf = io.StringIO()
-    glog.set_stream(buf)
-    yield buf
-    glog.set_stream(None)
 
 
 def sub_batch_losses(solver, count):

@@ -1,5 +1,4 @@
 """Solvers: closed-form updates for every rule, lr policies, the step loop, logs and set-up errors."""
-import io
 import math
 import os
 
@@ -12,14 +11,6 @@ from caffecli.proto import caffe_pb2
 from caffecli.solvers.lr_policy import learning_rate
 
 from solver_helpers import TINY_NET, solver_param, small_net
-
-
-@pytest.fixture
-def logs():
-    buf = io.StringIO()
-    glog.set_stream(buf)
-    yield buf
-    glog.set_stream(None)
 
 
 def make(text, net=TINY_NET, x=None):

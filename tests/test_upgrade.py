@@ -1,11 +1,9 @@
 """Upgrades of legacy nets and solvers (Caffe's upgrade_proto.cpp): V0, V1, inputs, solver_type."""
-import io
 import os
 
 import numpy
 import pytest
 
-from caffecli import glog
 from caffecli.errors import CaffeError
 from caffecli.net import Net
 from caffecli.proto import caffe_pb2
@@ -17,14 +15,6 @@ from golden import Case, case_names
 
 def upgraded(text, source="test.prototxt"):
     return upgrade_net_as_needed(parse_text(text, caffe_pb2.NetParameter()), source)
-
-
-@pytest.fixture
-def log():
-    buf = io.StringIO()
-    glog.set_stream(buf)
-    yield buf
-    glog.set_stream(None)
 
 
 def shape_of(input_layer, i=0):
@@ -50,7 +40,7 @@ def test_legacy_case_upgrades_to_current_format(name):
         assert lp.type and lp.type[0].isupper(), lp
 
 
-def test_v0_net_upgrade(log):
+def test_v0_net_upgrade(logs):
     text = open(Case("legacy__v0_layers").path("net.prototxt")).read()
     p = upgraded(text, "v0.prototxt")
     assert [(lp.name, lp.type) for lp in p.layer] == [
@@ -64,7 +54,7 @@ def test_v0_net_upgrade(log):
     assert (pool.pool, pool.kernel_size, pool.stride) == (caffe_pb2.PoolingParameter.MAX, 2, 2)
     assert p.layer[4].inner_product_param.num_output == 3
     assert p.force_backward
-    out = log.getvalue()
+    out = logs.getvalue()
     for line in ("upgrade_proto.cpp:28] Attempting to upgrade input file specified using "
                  "deprecated V0LayerParameter: v0.prototxt",
                  "upgrade_proto.cpp:36] Successfully upgraded file specified using deprecated "
@@ -107,7 +97,7 @@ def test_v0_unknown_type_fails_naming_file():
         upgraded('layers { layer { name: "x" type: "frobnicate" } }', "old.prototxt")
 
 
-def test_v0_data_layer_fields_and_incompatible_param(log):
+def test_v0_data_layer_fields_and_incompatible_param(logs):
     p = upgraded('''layers { layer { name: "d" type: "data" source: "db" batchsize: 8
         scale: 0.5 meanfile: "m.bp" cropsize: 4 mirror: true rand_skip: 3 } top: "data" }
       layers { layer { name: "r" type: "relu" num_output: 3 } bottom: "data" top: "data" }
@@ -120,8 +110,8 @@ def test_v0_data_layer_fields_and_incompatible_param(log):
     t = d.transform_param
     assert (t.scale, t.mean_file, t.crop_size, t.mirror) == (0.5, "m.bp", 4, True)
     assert p.layer[1].type == "ReLU"
-    assert "Unknown parameter num_output for layer type relu" in log.getvalue()
-    assert "had one or more problems upgrading V0NetParameter" in log.getvalue()
+    assert "Unknown parameter num_output for layer type relu" in logs.getvalue()
+    assert "had one or more problems upgrading V0NetParameter" in logs.getvalue()
     lrn = p.layer[2].lrn_param
     assert (lrn.local_size, lrn.beta, lrn.k) == (3, pytest.approx(0.7), 2)
     assert p.layer[3].dropout_param.dropout_ratio == pytest.approx(0.3)
@@ -169,7 +159,7 @@ def test_v1_names_share_mode_rules_losses_and_enums():
                                               "Deconvolution"]
 
 
-def test_v1_data_transformation_moves_into_transform_param(log):
+def test_v1_data_transformation_moves_into_transform_param(logs):
     p = upgraded('''
       layers { name: "d" type: DATA top: "data" top: "label"
                data_param { source: "db" batch_size: 4 scale: 0.25 mean_file: "m" crop_size: 3
@@ -185,7 +175,7 @@ def test_v1_data_transformation_moves_into_transform_param(log):
     assert p.layer[1].transform_param.crop_size == 2
     assert not p.layer[1].image_data_param.HasField("crop_size")
     assert ("upgrade_proto.cpp:46] Attempting to upgrade input file specified using deprecated "
-            "transformation parameters: data.prototxt") in log.getvalue()
+            "transformation parameters: data.prototxt") in logs.getvalue()
 
 
 def test_both_layer_and_layers_is_refused():
@@ -214,20 +204,20 @@ def test_input_dim_count_mismatch_fails_naming_file():
         upgraded('input: "a" input_dim: 1 input_dim: 2', "short.prototxt")
 
 
-def test_batchnorm_three_param_specs_are_frozen(log):
+def test_batchnorm_three_param_specs_are_frozen(logs):
     p = upgraded('''layer { name: "bn" type: "BatchNorm" bottom: "x" top: "x"
         param { lr_mult: 1 } param { lr_mult: 1 decay_mult: 3 } param { lr_mult: 1 } }
       layer { name: "bn2" type: "BatchNorm" bottom: "x" top: "y" param { lr_mult: 5 } }''')
     assert [(s.lr_mult, s.decay_mult) for s in p.layer[0].param] == [(0, 0)] * 3
     assert p.layer[1].param[0].lr_mult == 5
-    assert "upgrade_proto.cpp:79] Attempting to upgrade batch norm layers" in log.getvalue()
+    assert "upgrade_proto.cpp:79] Attempting to upgrade batch norm layers" in logs.getvalue()
 
 
-def test_current_net_is_untouched(log):
+def test_current_net_is_untouched(logs):
     text = 'name: "x" layer { name: "r" type: "ReLU" bottom: "a" top: "b" }'
     p = upgraded(text)
     assert p == parse_text(text, caffe_pb2.NetParameter())
-    assert log.getvalue() == ""
+    assert logs.getvalue() == ""
 
 
 # ---- V1 caffemodel weights ----------------------------------------------------------------
@@ -282,10 +272,10 @@ def solver(text, source="solver.prototxt"):
 @pytest.mark.parametrize("enum,name", [("SGD", "SGD"), ("NESTEROV", "Nesterov"),
                                        ("ADAGRAD", "AdaGrad"), ("RMSPROP", "RMSProp"),
                                        ("ADADELTA", "AdaDelta"), ("ADAM", "Adam")])
-def test_solver_type_enum_becomes_string(enum, name, log):
+def test_solver_type_enum_becomes_string(enum, name, logs):
     s = solver("base_lr: 0.1 solver_type: %s" % enum, "s.prototxt")
     assert s.type == name and not s.HasField("solver_type")
-    out = log.getvalue()
+    out = logs.getvalue()
     assert ("upgrade_proto.cpp:1084] Attempting to upgrade input file specified using "
             "deprecated 'solver_type' field (enum)': s.prototxt") in out
     assert "upgrade_proto.cpp:1091] Successfully upgraded file specified using deprecated " \
@@ -297,9 +287,9 @@ def test_solver_with_both_type_fields_fails_naming_file():
         solver('solver_type: ADAM type: "Adam"', "both.prototxt")
 
 
-def test_current_solver_untouched(log):
+def test_current_solver_untouched(logs):
     s = solver('type: "Adam" base_lr: 0.1')
-    assert s.type == "Adam" and log.getvalue() == ""
+    assert s.type == "Adam" and logs.getvalue() == ""
 
 
 def test_read_solver_param_upgrades(tmp_path):
@@ -308,10 +298,10 @@ def test_read_solver_param_upgrades(tmp_path):
     assert read_solver_param(str(path)).type == "Nesterov"
 
 
-def test_snapshot_prefix_defaults(tmp_path, log):
+def test_snapshot_prefix_defaults(tmp_path, logs):
     s = upgrade_snapshot_prefix(caffe_pb2.SolverParameter(), "dir/solver.prototxt")
     assert s.snapshot_prefix == "dir/solver"
-    assert "snapshot_prefix was not specified and is set to dir/solver" in log.getvalue()
+    assert "snapshot_prefix was not specified and is set to dir/solver" in logs.getvalue()
     s = caffe_pb2.SolverParameter(snapshot_prefix=str(tmp_path))
     upgrade_snapshot_prefix(s, "x/lenet_solver.prototxt")
     assert s.snapshot_prefix == os.path.join(str(tmp_path), "lenet_solver")
