@@ -13,7 +13,7 @@ from test_cli import ROOT, run_cli
 
 def learnable_images(labels, rs):
     """Class c: a muted colour and a stripe period of its own, plus noise (RGB, N x 32 x 32 x 3);
-    contrast about real CIFAR's, so BVLC's lr 0.001 + momentum 0.9 does not overshoot."""
+    muted enough that BVLC's lr 0.001 + momentum 0.9 does not overshoot on so easy a task."""
     colours = numpy.array([[200, 40, 40], [40, 200, 40], [40, 40, 200], [200, 200, 40],
                            [200, 40, 200], [40, 200, 200], [220, 220, 220], [30, 30, 30],
                            [120, 60, 200], [200, 120, 60]], dtype=float)
