@@ -5,7 +5,10 @@ return {blob name: array}; arrays handed back are numpy (host) arrays, as pycaff
 """
 import collections
 
+import numpy
+
 from . import backend
+from .errors import CaffeError
 
 
 class PyBlob:
@@ -162,8 +165,6 @@ class PycaffeNetMixin:
     def set_input_arrays(self, data, labels):
         """Feed a MemoryData first layer (pycaffe's Net.set_input_arrays): 4-D float32
         C-contiguous data and labels of shape N or N x 1 x 1 x 1."""
-        import numpy
-        from .errors import CaffeError
         first = self.layers[0] if self.layers else None
         if first is None or first.type != "MemoryData":
             raise CaffeError("set_input_arrays may only be called if the first layer is a "
@@ -181,7 +182,6 @@ class PycaffeNetMixin:
     def forward_all(self, blobs=None, **kwargs):
         """Run forward over inputs of any length in batch-sized chunks; return the full
         outputs (plus ``blobs``) concatenated, padding of the last chunk dropped."""
-        import numpy
         all_outs = {out: [] for out in set(self.outputs + list(blobs or []))}
         for batch in self._batches(kwargs):
             outs = self.forward(blobs=blobs, **{k: v for k, v in batch.items()})
@@ -196,7 +196,6 @@ class PycaffeNetMixin:
 
     def _batches(self, inputs):
         """Chunks of ``inputs`` the size of the net's batch, the last one zero-padded."""
-        import numpy
         if not inputs:
             yield {}
             return

@@ -2,7 +2,6 @@
 n ranks on batch b train exactly as one solver on batch n*b, only the root tests and snapshots,
 every rank stops together, a failing rank does not hang the others, and ``train -gpu 0,1``
 goes through it."""
-import io
 import os
 
 import numpy
@@ -122,16 +121,11 @@ def test_two_ranks_train_as_one_solver_on_the_whole_batch(kind):
     assert not numpy.allclose(weights(root)[0], weights(get_solver(solver_param(4)))[0])
 
 
-def test_only_the_root_tests_and_snapshots(tmp_path):
+def test_only_the_root_tests_and_snapshots(tmp_path, logs):
     extra = ('test_iter: 2\ntest_interval: 4\nsnapshot: 4\nsnapshot_prefix: "dp"\n'
              'test_initialization: false\n')
-    buf = io.StringIO()
-    glog.set_stream(buf)
-    try:
-        dp = train_parallel(solver_param(4, extra=extra), 2)
-    finally:
-        glog.set_stream(None)
-    log = buf.getvalue()
+    dp = train_parallel(solver_param(4, extra=extra), 2)
+    log = logs.getvalue()
     root, worker = dp.solvers
     assert len(root.test_nets) == 1 and worker.test_nets == []
     assert log.count("Test net output #0: loss") == 2  # iterations 4 and 8, root only

@@ -5,6 +5,7 @@ module, and a layer class a user's module registers with caffecli.registry.regis
 here caffecli.get_solver's SGD solver drives the updates on batches from an HDF5Data layer.)
 """
 import importlib
+import sys
 
 import h5py
 import numpy
@@ -136,7 +137,6 @@ def py_module(tmp_path, monkeypatch):
     (tmp_path / "user_loss_module.py").write_text(PY_LOSS)
     monkeypatch.syspath_prepend(str(tmp_path))
     yield
-    import sys
     sys.modules.pop("user_loss_module", None)
 
 
@@ -148,7 +148,6 @@ def registered_module(tmp_path, monkeypatch):
     module = importlib.import_module("user_affine_module")
     yield module
     registry.unregister_layer("UserAffine")
-    import sys
     sys.modules.pop("user_affine_module", None)
 
 
