@@ -14,7 +14,7 @@ from .proto import caffe_pb2
 from .proto.io import read_net_param, net_to_text
 from .registry import create_layer
 from .util.insert_splits import insert_splits
-from .pycaffe import PycaffeNetMixin
+from .pycaffe.net_mixin import PycaffeNetMixin
 
 TRAIN = caffe_pb2.TRAIN
 TEST = caffe_pb2.TEST

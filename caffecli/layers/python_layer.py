@@ -16,7 +16,7 @@ import numpy
 from ..blob import Blob
 from ..errors import CaffeError
 from ..layer import Layer as _EngineLayer
-from ..pycaffe import PyBlob
+from ..pycaffe.net_mixin import PyBlob
 from ..registry import register_layer
 
 

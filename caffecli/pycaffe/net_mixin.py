@@ -7,8 +7,8 @@ import collections
 
 import numpy
 
-from . import backend
-from .errors import CaffeError
+from .. import backend
+from ..errors import CaffeError
 
 
 class PyBlob:

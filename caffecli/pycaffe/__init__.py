@@ -1,0 +1,1 @@
+"""The pycaffe facade: what ``import caffe`` (and ``import caffecli as caffe``) gives."""
