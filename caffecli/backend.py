@@ -1,35 +1,48 @@
-"""The numpy/cupy seam: which array module layers compute with, and host/device copies.
+"""The device seam: host arrays are numpy, device arrays come from cupy, or from the stand-in
+device module (caffecli.standin) when ``CAFFECLI_STANDIN_GPU`` is set.
 
-Layers call ``xp()`` (or ``get_array_module(arr)``) and never import numpy or cupy for math
-directly, so every layer is written once and runs on either device.
+Nothing here knows the run's mode; the array module of any computation follows from its data
+(``array_module``), and SyncedMemory asks ``device_module()`` where device copies live.
 """
+import os
+
 import numpy
 
-from .errors import CaffeError
-
-_state = {"mode": "CPU", "device": 0}
-_cupy = None
+_loaded = {}
 
 
-def _import_cupy():
-    """Import cupy once; return None when it is missing."""
-    global _cupy
-    if _cupy is None:
-        try:
-            import cupy  # noqa: F401
-            _cupy = cupy
-        except Exception:  # ImportError or a broken CUDA install
-            _cupy = False
-    return _cupy or None
+def _standin_wanted():
+    return os.environ.get("CAFFECLI_STANDIN_GPU", "") not in ("", "0")
 
 
-def gpu_unavailable_reason(device=0):
-    """Return None when GPU ``device`` can be used, else one line saying why not."""
-    cupy = _import_cupy()
-    if cupy is None:
+def device_module():
+    """cupy, the stand-in module, or None when neither can be used."""
+    key = "standin" if _standin_wanted() else "cupy"
+    if key not in _loaded:
+        if key == "standin":
+            from . import standin
+            _loaded[key] = standin
+        else:
+            try:
+                import cupy
+                _loaded[key] = cupy
+            except Exception:  # ImportError, or a broken CUDA install
+                _loaded[key] = None
+    return _loaded[key]
+
+
+def is_standin():
+    """Whether the device is the stand-in (numpy behind cupy's interface)."""
+    return _standin_wanted()
+
+
+def unavailable_reason(device=0):
+    """None when device ``device`` can be used, else one line saying why not."""
+    xp = device_module()
+    if xp is None:
         return "GPU mode needs cupy, which is not installed (pip install 'caffecli[gpu]')"
     try:
-        n = cupy.cuda.runtime.getDeviceCount()
+        n = xp.cuda.runtime.getDeviceCount()
     except Exception as exc:  # CUDARuntimeError without a driver
         return "no usable CUDA GPU: %s" % str(exc).splitlines()[0]
     if n == 0:
@@ -39,64 +52,45 @@ def gpu_unavailable_reason(device=0):
     return None
 
 
-def set_mode_cpu():
-    _state["mode"] = "CPU"
+def device_count():
+    xp = device_module()
+    return xp.cuda.runtime.getDeviceCount() if xp is not None else 0
 
 
-def set_mode_gpu():
-    reason = gpu_unavailable_reason(_state["device"])
-    if reason:
-        raise CaffeError(reason)
-    _state["mode"] = "GPU"
-    _cupy.cuda.Device(_state["device"]).use()
+def device_properties(device):
+    """cudaGetDeviceProperties as a dict (names as bytes or str)."""
+    return device_module().cuda.runtime.getDeviceProperties(device)
 
 
-def set_device(device):
-    _state["device"] = int(device)
-    if _state["mode"] == "GPU":
-        _cupy.cuda.Device(int(device)).use()
+def use_device(device):
+    """Make ``device`` current for the calling thread (cupy's current device is per thread)."""
+    device_module().cuda.Device(int(device)).use()
 
 
-def use_device_here(device):
-    """Make GPU ``device`` current for this thread only (a data-parallel rank's thread);
-    nothing to do on the CPU."""
-    if _state["mode"] == "GPU":
-        _cupy.cuda.Device(int(device)).use()
+def synchronize():
+    """Wait for the current device's queued work (timings must not stop before kernels do)."""
+    xp = _loaded.get("standin" if _standin_wanted() else "cupy")
+    if xp is not None:
+        xp.cuda.Device().synchronize()
 
 
-def mode():
-    return _state["mode"]
+def is_device_array(array):
+    return not isinstance(array, numpy.ndarray) and hasattr(array, "__cuda_array_interface__") \
+        or type(array).__module__.startswith(("cupy", "caffecli.standin"))
 
 
-def device():
-    return _state["device"]
-
-
-def xp():
-    """The array module of the active mode: numpy on the CPU, cupy on the GPU."""
-    return _cupy if _state["mode"] == "GPU" else numpy
-
-
-def get_array_module(*arrays):
-    """The array module that owns ``arrays`` (cupy if any is a cupy array)."""
-    if _cupy:
-        return _cupy.get_array_module(*arrays)
+def array_module(*arrays):
+    """The module that computes on ``arrays``: numpy for host arrays, else the device module."""
+    for a in arrays:
+        if is_device_array(a):
+            return device_module()
     return numpy
 
 
 def to_host(array):
-    """A numpy view or copy of ``array``, wherever it lives."""
+    """``array`` as a numpy array (a copy when it lives on the device)."""
     if isinstance(array, numpy.ndarray):
         return array
-    if _cupy and isinstance(array, _cupy.ndarray):
-        return _cupy.asnumpy(array)
+    if is_device_array(array):
+        return device_module().asnumpy(array)
     return numpy.asarray(array)
-
-
-def to_device(array, dtype=None):
-    """``array`` as an array of the active mode (no copy when it already is one)."""
-    return xp().asarray(array, dtype=dtype)
-
-
-def is_gpu():
-    return _state["mode"] == "GPU"

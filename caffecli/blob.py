@@ -1,14 +1,20 @@
 """Blob: an N-D array of data with a same-shaped diff (gradient), as in Caffe.
 
-Storage is a flat buffer whose capacity only grows, so Reshape to a smaller or equal count
-keeps the values (Caffe's behaviour); ``data``/``diff`` are shaped views of that buffer in the
-active backend (numpy or cupy), writable in place.
+Data and diff each live in a SyncedMemory whose capacity only grows, so Reshape to a smaller or
+equal count keeps the values (Caffe's behaviour). ``data``/``diff`` are the host values, as
+pycaffe shows them; Caffe's ``cpu_data``/``gpu_data``/``mutable_*`` ask for one side, and
+``at(side)`` is the blob as a layer running on that side sees it.
 """
 import numpy
 
-from . import backend
+from . import context, syncedmem
+from .context import CPU, GPU
 from .errors import CaffeError
-from .synced_memory import SyncedMemory
+from .proto import caffe_pb2
+from .syncedmem import SyncedMemory
+
+_ACCESS = {(CPU, False): SyncedMemory.cpu_data, (CPU, True): SyncedMemory.mutable_cpu_data,
+           (GPU, False): SyncedMemory.gpu_data, (GPU, True): SyncedMemory.mutable_gpu_data}
 
 MAX_BLOB_AXES = 32
 
@@ -57,10 +63,10 @@ class Blob:
         self.dtype = numpy.dtype(dtype)
         self._shape = ()
         self._count = 0
-        self._capacity = 0
-        self._data_mem = None      # SyncedMemory of data (shared by ShareData)
-        self._diff_mem = None
-        self._views = None
+        self._data_mem = SyncedMemory(0, self.dtype)   # shared by ShareData
+        self._diff_mem = SyncedMemory(0, self.dtype)
+        self._arrays = {}          # (role, side) -> (flat array, shaped view)
+        self._sides = {}           # side -> BlobSide
         if shape is not None:
             self.reshape(shape)
 
@@ -82,11 +88,11 @@ class Blob:
             count *= d
         self._shape = shape
         self._count = count
-        if count > self._capacity or self._data_mem is None:
-            self._capacity = count
+        if count > self._data_mem.size:
             self._data_mem = SyncedMemory(count, self.dtype)
+        if count > self._diff_mem.size:
             self._diff_mem = SyncedMemory(count, self.dtype)
-        self._views = None
+        self._arrays.clear()
         return self
 
     def reshape_like(self, other):
@@ -134,129 +140,145 @@ class Blob:
     def shape_string(self):
         return shape_string(self._shape)
 
-    # ---- storage -----------------------------------------------------------------------
-    def _make_views(self):
-        if self._data_mem is None:
-            self.reshape(self._shape)
-        dp, fp = self._data_mem.primary(), self._diff_mem.primary()
-        self._views = (dp[:self._count].reshape(self._shape),
-                       fp[:self._count].reshape(self._shape), dp, fp)
-        return self._views
+    # ---- storage: Caffe's accessors ----------------------------------------------------
+    def _shaped(self, role, side, mutable):
+        """The blob-shaped array of ``role`` (data/diff) on ``side``, synced as Caffe's
+        accessors do. A host array to read only is a read-only view (Caffe's const), so a
+        layer that writes what it should only read fails loudly on the CPU."""
+        mem = self._data_mem if role == "data" else self._diff_mem
+        flat = _ACCESS[side, mutable](mem)
+        key = (role, side, mutable)
+        hit = self._arrays.get(key)
+        if hit is not None and hit[0] is flat:
+            return hit[1]
+        shaped = flat[:self._count].reshape(self._shape)
+        if side == CPU and not mutable:
+            shaped = shaped.view()
+            shaped.flags.writeable = False
+        self._arrays[key] = (flat, shaped)
+        return shaped
 
-    def _current_views(self):
-        views = self._views
-        if views is None or views[2] is not self._data_mem._primary \
-                or views[3] is not self._diff_mem._primary:
-            views = self._make_views()  # a sharer moved the storage to another backend
-        return views
+    def cpu_data(self):
+        """The data on the host, current, to read (Caffe's cpu_data)."""
+        return self._shaped("data", CPU, False)
+
+    def gpu_data(self):
+        return self._shaped("data", GPU, False)
+
+    def mutable_cpu_data(self):
+        """The data on the host, to write: the device copy goes stale (mutable_cpu_data)."""
+        return self._shaped("data", CPU, True)
+
+    def mutable_gpu_data(self):
+        return self._shaped("data", GPU, True)
+
+    def cpu_diff(self):
+        return self._shaped("diff", CPU, False)
+
+    def gpu_diff(self):
+        return self._shaped("diff", GPU, False)
+
+    def mutable_cpu_diff(self):
+        return self._shaped("diff", CPU, True)
+
+    def mutable_gpu_diff(self):
+        return self._shaped("diff", GPU, True)
 
     @property
     def data(self):
-        """The data in the active backend (numpy or cupy), shaped like the blob; write in place."""
-        views = self._current_views()
-        if self._data_mem.head != "primary":
-            self._data_mem.primary()
-        return views[0]
+        """The current data on the host, writable (pycaffe's blob.data: mutable_cpu_data)."""
+        return self._shaped("data", CPU, True)
 
     @data.setter
     def data(self, value):
-        self.data[...] = value
+        self._shaped("data", CPU, True)[...] = value
 
     @property
     def diff(self):
-        views = self._current_views()
-        if self._diff_mem.head != "primary":
-            self._diff_mem.primary()
-        return views[1]
+        """The current diff on the host, writable (pycaffe's blob.diff)."""
+        return self._shaped("diff", CPU, True)
 
     @diff.setter
     def diff(self, value):
-        self.diff[...] = value
+        self._shaped("diff", CPU, True)[...] = value
+
+    def at(self, side, write_data=True, write_diff=True):
+        """This blob as code running on ``side`` (CPU or GPU) sees it: ``data``/``diff`` are
+        that side's arrays, to write (Caffe's mutable_*) or only to read (cpu_data, gpu_data)."""
+        key = (side, write_data, write_diff)
+        view = self._sides.get(key)
+        if view is None:
+            view = self._sides[key] = BlobSide(self, side, write_data, write_diff)
+        return view
+
+    def live_side(self, role="data"):
+        """Where ``role``'s current values are: GPU when the device copy is current, else CPU
+        (Caffe's Blob::Update and asum pick their code path this way)."""
+        mem = self._data_mem if role == "data" else self._diff_mem
+        return GPU if mem.head in (syncedmem.HEAD_AT_GPU, syncedmem.SYNCED) else CPU
 
     @property
-    def host_data(self):
-        """The data as a numpy array (pycaffe's ``blob.data``); on the GPU, writes to it reach
-        the device before the next layer reads the blob."""
-        if self._data_mem is None:
-            self._make_views()
-        return self._data_mem.host()[:self._count].reshape(self._shape)
+    def data_head(self):
+        return self._data_mem.head
 
     @property
-    def host_diff(self):
-        if self._diff_mem is None:
-            self._make_views()
-        return self._diff_mem.host()[:self._count].reshape(self._shape)
+    def diff_head(self):
+        return self._diff_mem.head
 
     def share_data(self, other):
         """Use ``other``'s data storage (counts must match), as Caffe's ShareData."""
+        other = getattr(other, "blob", other)
         if self._count != other._count:
             raise CaffeError("cannot share data: counts differ (%s vs %s)"
                              % (self.shape_string(), other.shape_string()))
-        if other._data_mem is None:
-            other._make_views()
         self._data_mem = other._data_mem
-        self._capacity = min(self._data_mem.size, self._diff_mem.size) \
-            if self._diff_mem is not None else self._data_mem.size
-        self._views = None
+        self._arrays.clear()
 
     def share_diff(self, other):
+        other = getattr(other, "blob", other)
         if self._count != other._count:
             raise CaffeError("cannot share diff: counts differ (%s vs %s)"
                              % (self.shape_string(), other.shape_string()))
-        if other._diff_mem is None:
-            other._make_views()
         self._diff_mem = other._diff_mem
-        self._capacity = min(self._data_mem.size, self._diff_mem.size)
-        self._views = None
+        self._arrays.clear()
 
     def shares_data_with(self, other):
-        return self._data_mem is other._data_mem
+        return self._data_mem is getattr(other, "blob", other)._data_mem
 
-    def to_backend(self):
-        """Move storage to the active backend (after set_mode_gpu/cpu); sharing is kept."""
-        moved = False
-        for mem in (self._data_mem, self._diff_mem):
-            if mem is not None:
-                moved |= mem.to_backend()
-        self._views = None
-        return moved
-
-    # ---- math --------------------------------------------------------------------------
+    # ---- math (on the side where the values are, as Caffe's) ---------------------------
     def update(self):
-        """data -= diff (the solver's final step)."""
-        self.data[...] -= self.diff
+        """data -= diff (the solver's final step), where the data is current."""
+        side = self.live_side("data")
+        self._shaped("data", side, True)[...] -= self._shaped("diff", side, False)
+
+    def _reduce(self, role, fn):
+        if not self._count:
+            return 0.0
+        return float(fn(self._shaped(role, self.live_side(role), False)))
 
     def asum_data(self):
-        return float(abs(self.data).sum()) if self._count else 0.0
+        return self._reduce("data", lambda a: abs(a).sum())
 
     def asum_diff(self):
-        return float(abs(self.diff).sum()) if self._count else 0.0
+        return self._reduce("diff", lambda a: abs(a).sum())
 
     def sumsq_data(self):
-        d = self.data
-        return float((d * d).sum()) if self._count else 0.0
+        return self._reduce("data", lambda a: (a * a).sum())
 
     def sumsq_diff(self):
-        d = self.diff
-        return float((d * d).sum()) if self._count else 0.0
-
-    def scale_data(self, factor):
-        self.data[...] *= factor
-
-    def scale_diff(self, factor):
-        self.diff[...] *= factor
+        return self._reduce("diff", lambda a: (a * a).sum())
 
     def copy_from(self, other, copy_diff=False, reshape=False):
-        """Copy other's data (or diff) into this blob, reshaping when asked."""
+        """Copy other's data (or diff) into this blob on the mode's side, reshaping when asked."""
+        other = getattr(other, "blob", other)
         if other.shape != self.shape:
             if not reshape:
                 raise CaffeError("cannot copy blob %s into %s without reshape"
                                  % (other.shape_string(), self.shape_string()))
             self.reshape(other.shape)
-        if copy_diff:
-            self.diff[...] = other.diff
-        else:
-            self.data[...] = other.data
+        role = "diff" if copy_diff else "data"
+        side = context.mode()
+        self._shaped(role, side, True)[...] = other._shaped(role, side, False)
 
     # ---- protobuf ----------------------------------------------------------------------
     @staticmethod
@@ -286,7 +308,6 @@ class Blob:
         elif not self.shape_equals(proto):
             raise CaffeError("shape mismatch (target blob shape %s, proto shape %s); "
                              "reshape not allowed" % (self.shape_string(), shape_string(shape)))
-        xp = backend.xp()
         for src_f, src_d, target in (("data", "double_data", "data"),
                                      ("diff", "double_diff", "diff")):
             values = getattr(proto, src_d) or getattr(proto, src_f)
@@ -295,27 +316,66 @@ class Blob:
                     raise CaffeError("blob proto has %d values for shape %s"
                                      % (len(values), self.shape_string()))
                 arr = numpy.asarray(values, dtype=self.dtype).reshape(self._shape)
-                getattr(self, target)[...] = xp.asarray(arr)
+                self._shaped(target, CPU, True)[...] = arr
         return self
 
     def to_proto(self, proto=None, write_diff=False, double=False):
         """Write the blob into a BlobProto (N-D shape; float or double values)."""
         if proto is None:
-            from .proto import caffe_pb2
             proto = caffe_pb2.BlobProto()
         proto.Clear()
         proto.shape.dim.extend(self._shape)
         # Packed repeated floats are written as raw little-endian bytes and parsed back:
         # protobuf's per-element extend is ~100x slower for multi-million-value blobs.
-        fields = [(9 if double else 6, self.diff)] if write_diff else []
-        fields.insert(0, (8 if double else 5, self.data))
+        fields = [(9 if double else 6, self.cpu_diff())] if write_diff else []
+        fields.insert(0, (8 if double else 5, self.cpu_data()))
         raw = bytearray(proto.SerializeToString())
         for number, values in fields:
-            host = backend.to_host(values).ravel()
-            payload = host.astype("<f8" if double else "<f4").tobytes()
+            payload = values.ravel().astype("<f8" if double else "<f4").tobytes()
             raw += _varint((number << 3) | 2) + _varint(len(payload)) + payload
         proto.ParseFromString(bytes(raw))
         return proto
 
     def __repr__(self):
         return "Blob(%s)" % self.shape_string()
+
+
+class BlobSide:
+    """A blob seen from one side: ``data``/``diff`` are that side's current arrays, to write
+    (Caffe's mutable_cpu_data / mutable_gpu_data) or to read (cpu_data / gpu_data); all else
+    is the blob's."""
+
+    __slots__ = ("blob", "side", "write_data", "write_diff")
+
+    def __init__(self, blob, side, write_data, write_diff):
+        self.blob, self.side = blob, side
+        self.write_data, self.write_diff = write_data, write_diff
+
+    @property
+    def data(self):
+        return self.blob._shaped("data", self.side, self.write_data)
+
+    @data.setter
+    def data(self, value):
+        self.blob._shaped("data", self.side, True)[...] = value
+
+    @property
+    def diff(self):
+        return self.blob._shaped("diff", self.side, self.write_diff)
+
+    @diff.setter
+    def diff(self, value):
+        self.blob._shaped("diff", self.side, True)[...] = value
+
+    def writable(self):
+        """The same blob and side with data and diff both writable (a layer that uses a blob
+        beyond its role, as Caffe's layers call mutable_* on a bottom for scratch space)."""
+        return self.blob.at(self.side)
+
+    def __getattr__(self, name):
+        return getattr(self.blob, name)
+
+    def __repr__(self):
+        return "Blob(%s) on %s (%s data, %s diff)" % (
+            self.blob.shape_string(), self.side, "write" if self.write_data else "read",
+            "write" if self.write_diff else "read")

@@ -4,7 +4,7 @@ Fan-in is count / shape[0] and fan-out is count / shape[1], as Caffe computes th
 """
 import numpy
 
-from . import backend, rng
+from . import context
 from .errors import CaffeError
 
 _FILLERS = {}
@@ -41,12 +41,12 @@ def constant(param, shape):
 
 @filler("uniform")
 def uniform(param, shape):
-    return rng.rng().uniform(param.min, param.max, size=shape)
+    return context.rng().uniform(param.min, param.max, size=shape)
 
 
 @filler("gaussian")
 def gaussian(param, shape):
-    values = rng.rng().normal(param.mean, param.std, size=shape)
+    values = context.rng().normal(param.mean, param.std, size=shape)
     sparse = param.sparse
     if sparse >= 0:
         # Each output keeps on average `sparse` nonzero inputs (Caffe's sparse gaussian).
@@ -55,13 +55,13 @@ def gaussian(param, shape):
         num_outputs = shape[0]
         count = int(numpy.prod(shape))
         prob = sparse * num_outputs / float(count)
-        values *= rng.rng().random(size=shape) < prob
+        values *= context.rng().random(size=shape) < prob
     return values
 
 
 @filler("positive_unitball")
 def positive_unitball(param, shape):
-    values = rng.rng().random(size=shape)
+    values = context.rng().random(size=shape)
     n = shape[0] if len(shape) else 1
     flat = values.reshape(n, -1)
     flat /= flat.sum(axis=1, keepdims=True)
@@ -71,13 +71,13 @@ def positive_unitball(param, shape):
 @filler("xavier")
 def xavier(param, shape):
     scale = numpy.sqrt(3.0 / _norm(param, shape))
-    return rng.rng().uniform(-scale, scale, size=shape)
+    return context.rng().uniform(-scale, scale, size=shape)
 
 
 @filler("msra")
 def msra(param, shape):
     std = numpy.sqrt(2.0 / _norm(param, shape))
-    return rng.rng().normal(0.0, std, size=shape)
+    return context.rng().normal(0.0, std, size=shape)
 
 
 @filler("bilinear")
@@ -103,5 +103,5 @@ def fill(blob, param):
     if blob.count() == 0:
         return blob
     values = numpy.asarray(fn(param, tuple(blob.shape)), dtype=blob.dtype)
-    blob.data[...] = backend.to_device(values)
+    blob.data[...] = values
     return blob

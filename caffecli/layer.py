@@ -1,17 +1,43 @@
-"""Layer: the fixed contract every layer type follows (Caffe's layer.hpp).
+"""Layer: the contract every layer follows (Caffe's layer.hpp), built-in and Python alike.
 
-Subclasses set the blob-count class attributes and implement ``layer_setup``, ``reshape``,
-``forward_impl`` and ``backward_impl`` against ``self.xp`` (numpy or cupy).
+A layer implements the hooks ``setup``, ``reshape``, ``forward`` and ``backward`` (pycaffe's
+Python-layer methods, Caffe's LayerSetUp/Reshape/Forward_cpu/Backward_cpu) once, against the
+array module ``self.xp`` it is handed. Net drives it through ``SetUp``/``Forward``/``Backward``,
+which pick the side from the mode, hand the hooks the blobs as seen from that side (``.data`` is
+that side's array) and ``self.weights``, the parameter blobs likewise. ``forward_gpu`` /
+``backward_gpu`` may override the device path where a hand kernel pays; a layer without device
+code (``device_code = False``, e.g. a Python layer) always runs on host copies.
 """
+import math
+
 import numpy
 
-from . import backend
+from . import backend, context
 from .blob import Blob
+from .context import CPU, GPU
 from .errors import CaffeError
+from .proto import caffe_pb2
+
+
+class BlobVec(list):
+    """A layer's parameter blobs (pycaffe's BlobVec), with ``add_blob(*shape)``."""
+
+    def __init__(self, blobs=(), owner=None):
+        super().__init__(blobs)
+        self.owner = owner
+
+    def add_blob(self, *shape, **kwargs):
+        if kwargs:
+            raise TypeError("BlobVec.add_blob takes no kwargs")
+        if len(shape) == 1 and not isinstance(shape[0], (int, numpy.integer)):
+            shape = tuple(shape[0])
+        dtype = self.owner.net_dtype if self.owner is not None else numpy.float32
+        self.append(Blob(tuple(int(d) for d in shape), dtype=dtype))
 
 
 class Layer:
-    """Base of all layers; Net calls setup once, then forward/backward each iteration."""
+    """Base of all layers (pycaffe's ``caffe.Layer``): Net calls SetUp once, then Forward and
+    Backward every iteration."""
 
     type = None
     exact_num_bottom_blobs = -1
@@ -22,70 +48,151 @@ class Layer:
     max_top_blobs = -1
     equal_num_bottom_top_blobs = False
     auto_top_blobs = False
-    is_loss = False  # loss layers default their first top's loss_weight to 1
+    is_loss = False      # loss layers default their first top's loss_weight to 1
+    device_code = True   # the hooks can compute on device arrays
+    hands_blobs = False  # the hooks get the Blobs themselves (pycaffe's Python layers)
 
     def __init__(self, param):
         self.layer_param = param
         self.phase = param.phase
+        self.net_dtype = numpy.float32
         self.blobs = [Blob().from_proto(b) for b in param.blobs]
         self.param_propagate_down = [True] * len(self.blobs)
         self.loss_weights = []
+        self.side, self.xp, self.weights = CPU, numpy, []
 
     @property
     def name(self):
         return self.layer_param.name
 
     @property
-    def xp(self):
-        return backend.xp()
+    def blobs(self):
+        """The parameter blobs; their ``data``/``diff`` are host arrays (pycaffe's layer.blobs)."""
+        return self._blobs
 
-    # ---- contract ----------------------------------------------------------------------
-    def layer_setup(self, bottom, top):
+    @blobs.setter
+    def blobs(self, value):
+        self._blobs = BlobVec(value, self)
+
+    # ---- hooks (override these) ----------------------------------------------------------
+    def setup(self, bottom, top):
         """One-time set-up from layer_param (create parameter blobs here)."""
 
     def reshape(self, bottom, top):
         """Shape the tops (and buffers) for the bottoms' current shapes."""
-        raise NotImplementedError
+        raise NotImplementedError("%s has no method reshape(bottom, top)" % type(self).__name__)
 
-    def forward_impl(self, bottom, top):
-        raise NotImplementedError
+    def forward(self, bottom, top):
+        raise NotImplementedError("%s has no method forward(bottom, top)" % type(self).__name__)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         """Default: nothing to propagate (layers with no backward)."""
+
+    def forward_gpu(self, bottom, top):
+        """The device path; by default the written-once ``forward`` on device arrays."""
+        self.forward(bottom, top)
+
+    def backward_gpu(self, top, propagate_down, bottom):
+        self.backward(top, propagate_down, bottom)
 
     def allow_force_backward(self, bottom_index):
         return True
 
-    # ---- driver ------------------------------------------------------------------------
-    def setup(self, bottom, top):
+    def explain_nonfinite_loss(self):
+        """Called when this layer's loss comes back NaN or infinite: raise if bad input (not
+        the numbers) is why. Label-reading losses check labels they deferred on the device."""
+        if getattr(self, "label_check", None) is not None:
+            labels, bad, num_labels = self.label_check
+            if bool(bad.any()):
+                v = int(labels[bad].reshape(-1)[0])
+                raise self.error("label value %d out of range [0, %d)" % (v, num_labels))
+
+    # ---- drivers (Caffe's Layer::SetUp / Forward / Backward) ----------------------------
+    def _enter(self):
+        """Pick the side this call runs on and hand the hooks its array module and weights
+        (parameters are read and written where the layer runs)."""
+        side = GPU if self.device_code and context.is_gpu() else CPU
+        self.side = side
+        self.xp = backend.device_module() if side == GPU else numpy
+        self.weights = [b.at(side) for b in self._blobs]
+        return side
+
+    def _forward_views(self, side, bottom, top):
+        """Forward reads the bottoms' data and writes the tops' (an in-place blob is written)."""
+        if self.hands_blobs:
+            return bottom, top
+        written = {id(t) for t in top}
+        return ([b.at(side, id(b) in written, False) for b in bottom],
+                [t.at(side, True, False) for t in top])
+
+    def _backward_views(self, side, top, bottom):
+        """Backward reads the tops' data and diff and writes the bottoms' diff."""
+        if self.hands_blobs:
+            return top, bottom
+        written = {id(b) for b in bottom}
+        return ([t.at(side, False, id(t) in written) for t in top],
+                [b.at(side, False, True) for b in bottom])
+
+    def _guarded(self, hook, *args):
+        """Call a hook; a Python layer's own exception becomes a CaffeError naming the layer."""
+        if self.device_code:
+            return hook(*args)
+        try:
+            return hook(*args)
+        except CaffeError:
+            raise
+        except NotImplementedError as exc:
+            raise self.error(str(exc)) from exc
+        except Exception as exc:
+            raise self.error("%s.%s raised %s: %s" % (type(self).__name__, hook.__name__,
+                                                      type(exc).__name__, exc)) from exc
+
+    def SetUp(self, bottom, top):  # noqa: N802 - Caffe's name; setup() is the hook
         """CheckBlobCounts -> LayerSetUp -> Reshape -> SetLossWeights."""
         self.check_blob_counts(bottom, top)
         if self.is_loss and len(self.layer_param.loss_weight) == 0:
             self.layer_param.loss_weight.append(1.0)
-        self.layer_setup(bottom, top)
-        self.reshape(bottom, top)
+        side = self._enter()
+        b, t = (bottom, top) if self.hands_blobs else \
+            ([x.at(side) for x in bottom], [x.at(side) for x in top])
+        self._guarded(self.setup, b, t)
+        self.weights = [x.at(side) for x in self._blobs]
+        self._guarded(self.reshape, *self._forward_views(side, bottom, top))
         self.set_loss_weights(top)
-        while len(self.param_propagate_down) < len(self.blobs):
+        while len(self.param_propagate_down) < len(self._blobs):
             self.param_propagate_down.append(True)
 
-    def forward(self, bottom, top):
+    def Reshape(self, bottom, top):  # noqa: N802
+        side = self._enter()
+        self._guarded(self.reshape, *self._forward_views(side, bottom, top))
+
+    def Forward(self, bottom, top):  # noqa: N802
         """Reshape, compute the tops, and return the weighted loss of the loss tops."""
-        self.reshape(bottom, top)
-        self.forward_impl(bottom, top)
+        side = self._enter()
+        b, t = self._forward_views(side, bottom, top)
+        self._guarded(self.reshape, b, t)
+        self._guarded(self.forward_gpu if side == GPU else self.forward, b, t)
         loss = 0.0
-        for i, t in enumerate(top):
-            w = self.loss(i)
-            if w:
-                loss += float((t.data * t.diff).sum())
+        for i, blob in enumerate(top):
+            if self.loss(i):
+                view = blob.at(side, False, False)
+                loss += float((view.data * view.diff).sum())
+        if not math.isfinite(loss):
+            self.explain_nonfinite_loss()
         return loss
 
-    def backward(self, top, propagate_down, bottom):
-        self.backward_impl(top, propagate_down, bottom)
+    def Backward(self, top, propagate_down, bottom):  # noqa: N802
+        side = self._enter()
+        t, b = self._backward_views(side, top, bottom)
+        self._guarded(self.backward_gpu if side == GPU else self.backward, t,
+                      [bool(p) for p in propagate_down], b)
 
+    # ---- loss weights, counts, errors ----------------------------------------------------
     def loss(self, top_index):
         return self.loss_weights[top_index] if top_index < len(self.loss_weights) else 0.0
 
     def set_loss_weights(self, top):
+        """Loss weights per top; a weighted top's diff holds its weight (Caffe's SetLossWeights)."""
         weights = list(self.layer_param.loss_weight)
         if weights:
             if len(weights) != len(top):
@@ -105,22 +212,17 @@ class Layer:
         self.param_propagate_down[index] = bool(value)
 
     def check_blob_counts(self, bottom, top):
-        def fail(what, n, rule):
-            raise CaffeError("Layer %s (%s) takes %s %s blob(s) as %s, got %d"
-                             % (self.name, self.type, rule, what.split()[0], what, n))
         nb, nt = len(bottom), len(top)
-        if self.exact_num_bottom_blobs >= 0 and nb != self.exact_num_bottom_blobs:
-            fail("bottom input", nb, "exactly %d" % self.exact_num_bottom_blobs)
-        if self.min_bottom_blobs >= 0 and nb < self.min_bottom_blobs:
-            fail("bottom input", nb, "at least %d" % self.min_bottom_blobs)
-        if self.max_bottom_blobs >= 0 and nb > self.max_bottom_blobs:
-            fail("bottom input", nb, "at most %d" % self.max_bottom_blobs)
-        if self.exact_num_top_blobs >= 0 and nt != self.exact_num_top_blobs:
-            fail("top output", nt, "exactly %d" % self.exact_num_top_blobs)
-        if self.min_top_blobs >= 0 and nt < self.min_top_blobs:
-            fail("top output", nt, "at least %d" % self.min_top_blobs)
-        if self.max_top_blobs >= 0 and nt > self.max_top_blobs:
-            fail("top output", nt, "at most %d" % self.max_top_blobs)
+        rules = (("bottom input", nb, "exactly", self.exact_num_bottom_blobs, nb.__ne__),
+                 ("bottom input", nb, "at least", self.min_bottom_blobs, nb.__lt__),
+                 ("bottom input", nb, "at most", self.max_bottom_blobs, nb.__gt__),
+                 ("top output", nt, "exactly", self.exact_num_top_blobs, nt.__ne__),
+                 ("top output", nt, "at least", self.min_top_blobs, nt.__lt__),
+                 ("top output", nt, "at most", self.max_top_blobs, nt.__gt__))
+        for what, n, rule, limit, broken in rules:
+            if limit >= 0 and broken(limit):
+                raise CaffeError("Layer %s (%s) takes %s %d %s blob(s) as %s, got %d"
+                                 % (self.name, self.type, rule, limit, what.split()[0], what, n))
         if self.equal_num_bottom_top_blobs and nb != nt:
             raise CaffeError("Layer %s (%s) needs as many tops as bottoms, got %d bottoms "
                              "and %d tops" % (self.name, self.type, nb, nt))
@@ -131,11 +233,10 @@ class Layer:
 
     def to_proto(self, write_diff=False):
         """This layer's LayerParameter with its current parameter blobs."""
-        from .proto import caffe_pb2
         p = caffe_pb2.LayerParameter()
         p.CopyFrom(self.layer_param)
         del p.blobs[:]
-        for b in self.blobs:
+        for b in self._blobs:
             b.to_proto(p.blobs.add(), write_diff=write_diff)
         return p
 
@@ -161,11 +262,8 @@ class LossLayer(Layer):
         return bottom_index != 1
 
     def reshape(self, bottom, top):
-        if bottom[0].shape_at(0) != bottom[1].shape_at(0) if bottom[0].num_axes and bottom[1].num_axes else False:
+        if bottom[0].num_axes and bottom[1].num_axes \
+                and bottom[0].shape_at(0) != bottom[1].shape_at(0):
             raise self.error("The data and label should have the same first dimension "
                              "(%s vs %s)" % (bottom[0].shape_string(), bottom[1].shape_string()))
         top[0].reshape(())
-
-
-def dtype_of(blob):
-    return numpy.dtype(blob.dtype)

@@ -4,6 +4,8 @@ Register a class with ``@register_layer("MyType")``; register a creator (a funct
 LayerParameter and returning a layer, e.g. to pick an engine) with
 ``register_creator("MyType", fn)``. User modules can do the same before building a net.
 """
+import numpy
+
 from .errors import CaffeError
 
 _REGISTRY = {}
@@ -40,14 +42,17 @@ def layer_types():
     return sorted(_REGISTRY)
 
 
-def create_layer(param):
-    """Build the layer a LayerParameter names, or fail listing the known types."""
+def create_layer(param, dtype=numpy.float32):
+    """Build the layer a LayerParameter names (its net computing in ``dtype``), or fail listing
+    the known types."""
     _load_builtin()
     creator = _REGISTRY.get(param.type)
     if creator is None:
         raise CaffeError("Unknown layer type: %s (layer '%s'; known types: %s)"
                          % (param.type, param.name, ", ".join(sorted(_REGISTRY))))
-    return creator(param)
+    layer = creator(param)
+    layer.net_dtype = numpy.dtype(dtype)
+    return layer
 
 
 def _load_builtin():

@@ -7,7 +7,6 @@ import os
 
 import numpy
 
-from . import backend
 from .errors import CaffeError
 from .proto import caffe_pb2
 from .proto.io import read_binary, write_binary, write_bytes_atomic
@@ -53,8 +52,7 @@ def _load_hdf5(net, path):
                 key = str(j)
                 if key not in group:
                     # Caffe: a missing dataset is fine only for a shared, non-owned param.
-                    pid = net.param_id_vecs[lid][j]
-                    if net.param_owners[pid] >= 0:
+                    if net.is_shared_param(lid, j):
                         continue
                     raise CaffeError("%s: layer %s has no parameter blob %d" % (path, lname, j))
                 arr = numpy.asarray(group[key])
@@ -63,7 +61,7 @@ def _load_hdf5(net, path):
                         "%s: cannot copy param %d weights from layer '%s'; shape mismatch.  "
                         "Source param shape is %s; target param shape is %s"
                         % (path, j, lname, shape_string(arr.shape), blob.shape_string()))
-                blob.data[...] = backend.to_device(arr.astype(blob.dtype))
+                blob.data[...] = arr
 
 
 def save_weights(net, path, write_diff=False):
@@ -89,10 +87,9 @@ def save_hdf5(net, path, write_diff=False):
             g = data.create_group(name)
             dg = diff.create_group(name) if diff is not None else None
             for j, blob in enumerate(layer.blobs):
-                pid = net.param_id_vecs[lid][j]
-                if net.param_owners[pid] >= 0:
+                if net.is_shared_param(lid, j):
                     continue  # shared parameters are stored once, by their owner (as Caffe)
-                g.create_dataset(str(j), data=backend.to_host(blob.data))
+                g.create_dataset(str(j), data=blob.cpu_data())
                 if dg is not None:
-                    dg.create_dataset(str(j), data=backend.to_host(blob.diff))
+                    dg.create_dataset(str(j), data=blob.cpu_diff())
     write_bytes_atomic(path, buf.getvalue())

@@ -1,4 +1,9 @@
-"""Puts the package and the test helpers on sys.path; shared fixtures."""
+"""Puts the package and the test helpers on sys.path; shared fixtures.
+
+Test modules marked ``pytestmark = pytest.mark.devices`` run every test twice: ``[cpu]`` and
+``[gpu]``. GPU mode uses the real GPU when cupy finds one, else the stand-in device
+(caffecli.standin), so CI, which has no GPU, runs every device path too.
+"""
 import io
 import os
 import sys
@@ -8,6 +13,62 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, ROOT)
+
+
+def pytest_generate_tests(metafunc):
+    if metafunc.definition.get_closest_marker("devices") and \
+            "device_mode" in metafunc.fixturenames:
+        metafunc.parametrize("device_mode", ["cpu", "gpu"], indirect=True)
+
+
+def real_gpu_reason():
+    """None when cupy has a usable GPU here, else why not."""
+    from caffecli import backend
+    old = os.environ.pop("CAFFECLI_STANDIN_GPU", None)
+    try:
+        return backend.unavailable_reason(0)
+    finally:
+        if old is not None:
+            os.environ["CAFFECLI_STANDIN_GPU"] = old
+
+
+def enter_gpu_mode(monkeypatch):
+    """GPU mode on the real GPU, or on the stand-in device where there is none."""
+    from caffecli import context
+    if real_gpu_reason() is not None:
+        monkeypatch.setenv("CAFFECLI_STANDIN_GPU", "1")
+    context.set_device(0)
+    context.set_mode_gpu()
+
+
+@pytest.fixture(autouse=True)
+def device_mode(request, monkeypatch):
+    """The mode a test runs in ("cpu" unless its module is marked ``devices``)."""
+    from caffecli import context
+    mode = getattr(request, "param", "cpu")
+    if mode == "gpu":
+        enter_gpu_mode(monkeypatch)
+    yield mode
+    context.set_mode_cpu()
+
+
+@pytest.fixture
+def gpu_mode(monkeypatch):
+    """GPU mode for one test (real GPU or stand-in)."""
+    from caffecli import context
+    enter_gpu_mode(monkeypatch)
+    yield
+    context.set_mode_cpu()
+
+
+@pytest.fixture
+def standin(monkeypatch):
+    """The stand-in device module (caffecli.standin), in use, its copy counters at zero."""
+    from caffecli import context, standin as module
+    monkeypatch.setenv("CAFFECLI_STANDIN_GPU", "1")
+    module.reset_transfers()
+    yield module
+    context.set_mode_cpu()
 
 
 @pytest.fixture

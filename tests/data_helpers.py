@@ -5,7 +5,7 @@ import struct
 import numpy
 
 from caffecli.data import db as db_mod
-from caffecli.net import Net
+from caffecli import Net
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 

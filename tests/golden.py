@@ -84,16 +84,14 @@ def assert_close(got, want, rtol, atol, what):
                                 want[tuple(idx)]))
 
 
-def run_layer_case(name, backend_setup=None):
-    """Build the case's net, feed inputs, forward, seed diffs, backward; compare everything."""
+def run_layer_case(name):
+    """Build the case's net, feed inputs, forward, seed diffs, backward; compare everything
+    (in the current mode: blob.data/diff are host values wherever the layers computed)."""
     import caffecli
-    from caffecli import backend
-    from caffecli.net import Net
+    from caffecli import Net
     from caffecli.proto import caffe_pb2
     case = Case(name)
     meta = case.meta
-    if backend_setup:
-        backend_setup()
     with in_dir(case.dir), case.h5() as h5:
         if os.path.isdir(case.dir) and meta.get("family") == "python":
             import sys
@@ -108,14 +106,14 @@ def run_layer_case(name, backend_setup=None):
             arr = numpy.asarray(h5["inputs"][bname])
             if blob.shape != arr.shape:
                 blob.reshape(arr.shape)
-            blob.data[...] = backend.to_device(arr.astype(blob.dtype))
+            blob.data[...] = arr
         loss = net.forward_pass()
         rt, at = case.rtol, case.atol
         for bname in h5["forward"]:
             if not net.has_blob(bname):
                 assert "_split_" in bname, "blob %s missing" % bname
                 continue
-            assert_close(backend.to_host(net.blob_by_name(bname).data), h5["forward"][bname],
+            assert_close(net.blob_by_name(bname).data, h5["forward"][bname],
                          rt, at, "%s forward %s" % (name, bname))
         if "loss" in h5:
             assert_close(loss, h5["loss"][()], rt, at, "%s loss" % name)
@@ -123,14 +121,13 @@ def run_layer_case(name, backend_setup=None):
             for lname in h5["param_data"]:
                 layer = net.layer_by_name(lname)
                 for i in h5["param_data"][lname]:
-                    assert_close(backend.to_host(layer.blobs[int(i)].data),
+                    assert_close(layer.blobs[int(i)].data,
                                  h5["param_data"][lname][i], rt, at,
                                  "%s param_data %s/%s" % (name, lname, i))
         if not meta.get("has_backward"):
             return net
         for bname in h5.get("top_diff", {}):
-            net.blob_by_name(bname).diff[...] = backend.to_device(
-                numpy.asarray(h5["top_diff"][bname]))
+            net.blob_by_name(bname).diff[...] = h5["top_diff"][bname]
         net.clear_param_diffs()
         net.backward_pass()
         for bname in h5["backward"]:
@@ -141,20 +138,17 @@ def run_layer_case(name, backend_setup=None):
             bid = net.blob_names_index[bname]
             if not _receives_gradient(net, bid) and not numpy.any(h5["backward"][bname][()]):
                 continue  # Caffe left it zero; we never touched it either way
-            assert_close(backend.to_host(blob.diff), h5["backward"][bname], rt, at,
+            assert_close(blob.diff, h5["backward"][bname], rt, at,
                          "%s backward %s" % (name, bname))
         for lname in h5.get("param_diff", {}):
             layer = net.layer_by_name(lname)
             for i in h5["param_diff"][lname]:
-                assert_close(backend.to_host(layer.blobs[int(i)].diff),
+                assert_close(layer.blobs[int(i)].diff,
                              h5["param_diff"][lname][i], rt, at,
                              "%s param_diff %s/%s" % (name, lname, i))
     return net
 
 
 def _receives_gradient(net, bid):
-    for lid, ids in enumerate(net.bottom_id_vecs):
-        for j, b in enumerate(ids):
-            if b == bid and net.layer_need_backward[lid] and net.bottom_need_backward[lid][j]:
-                return True
-    return False
+    return any(rec.need_backward and need for rec in net.records
+               for b, need in zip(rec.bottom_ids, rec.bottom_need_backward) if b == bid)

@@ -5,7 +5,6 @@ with ``stepsize``; the objective is sum(top_data * random weights) over all tops
 """
 import numpy
 
-from caffecli import backend
 from caffecli.blob import Blob
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
@@ -25,7 +24,7 @@ def blobs_from(arrays, dtype):
     out = []
     for a in arrays:
         b = Blob(numpy.shape(a), dtype=dtype)
-        b.data[...] = backend.to_device(numpy.asarray(a, dtype=dtype))
+        b.data[...] = numpy.asarray(a, dtype=dtype)
         out.append(b)
     return out
 
@@ -42,7 +41,7 @@ def check_gradient(layer_or_text, bottoms, n_tops=1, stepsize=1e-2, threshold=1e
     layer = make_layer(layer_or_text, phase) if isinstance(layer_or_text, str) else layer_or_text
     bottom = blobs_from(bottoms, dtype)
     top = [Blob(dtype=dtype) for _ in range(n_tops)]
-    layer.setup(bottom, top)
+    layer.SetUp(bottom, top)
     for b in layer.blobs:  # parameters in the check's dtype
         if b.dtype != numpy.dtype(dtype):
             nb = Blob(b.shape, dtype=dtype)
@@ -51,10 +50,10 @@ def check_gradient(layer_or_text, bottoms, n_tops=1, stepsize=1e-2, threshold=1e
     r = numpy.random.RandomState(seed)
 
     def objective():
-        layer.forward(bottom, top)
-        return sum(float((backend.to_host(t.data) * w).sum()) for t, w in zip(top, weights))
+        layer.Forward(bottom, top)
+        return sum(float((t.data * w).sum()) for t, w in zip(top, weights))
 
-    layer.forward(bottom, top)
+    layer.Forward(bottom, top)
     weights = [r.uniform(-1, 1, size=t.shape) if t.count() else numpy.zeros(t.shape) for t in top]
     if check_bottoms is None:
         check_bottoms = list(range(len(bottom)))
@@ -63,25 +62,25 @@ def check_gradient(layer_or_text, bottoms, n_tops=1, stepsize=1e-2, threshold=1e
         targets += [(b, "param %d" % j) for j, b in enumerate(layer.blobs)]
     # analytic gradients
     for t, w in zip(top, weights):
-        t.diff[...] = backend.to_device(w.astype(dtype))
+        t.diff[...] = w
     for b in bottom:
         b.diff[...] = 0
     for b in layer.blobs:
         b.diff[...] = 0
-    layer.backward(top, [i in check_bottoms for i in range(len(bottom))], bottom)
-    computed = [backend.to_host(b.diff).copy() for b, _ in targets]
+    layer.Backward(top, [i in check_bottoms for i in range(len(bottom))], bottom)
+    computed = [b.diff.copy() for b, _ in targets]
     checked = 0
     for (blob, what), comp in zip(targets, computed):
-        flat = blob.data.reshape(-1)
         for k in range(blob.count()):
-            x0 = float(flat[k])
+            x0 = float(blob.data.reshape(-1)[k])
             if kink is not None and abs(x0 - kink) <= kink_range:
                 continue
-            flat[k] = x0 + stepsize
+            # each write goes through blob.data, so the device sees it (mutable_cpu_data)
+            blob.data.reshape(-1)[k] = x0 + stepsize
             pos = objective()
-            flat[k] = x0 - stepsize
+            blob.data.reshape(-1)[k] = x0 - stepsize
             neg = objective()
-            flat[k] = x0
+            blob.data.reshape(-1)[k] = x0
             est = (pos - neg) / (2.0 * stepsize)
             c = float(comp.reshape(-1)[k])
             scale = max(abs(c), abs(est), 1.0)

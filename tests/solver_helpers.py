@@ -21,21 +21,22 @@ class SquareLoss(Layer):
     def reshape(self, bottom, top):
         top[0].reshape(())
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         x = bottom[0].data
         top[0].data[...] = 0.5 * (x * x).sum()
 
-    def backward_impl(self, top, propagate_down, bottom):
-        bottom[0].diff[...] = bottom[0].data * bottom[0].data.dtype.type(
-            top[0].diff.reshape(-1)[0])
+    def backward(self, top, propagate_down, bottom):
+        bottom[0].diff[...] = bottom[0].data * top[0].diff.reshape(-1)[0]
 
 
 class CursorData(Layer):
-    """Deterministic batches that depend on a record cursor (saved/restored for resume)."""
+    """Deterministic batches that depend on a record cursor (saved/restored for resume), made
+    on the host as data layers make them."""
+    device_code = False
     exact_num_bottom_blobs = 0
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         self.cursor = 0
         self.batch = 3
         self.records = 7   # not a multiple of the batch: resumes land mid-epoch
@@ -44,13 +45,13 @@ class CursorData(Layer):
     def reshape(self, bottom, top):
         pass
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         idx = (self.cursor + numpy.arange(self.batch)) % self.records
         vals = numpy.sin(idx[:, None] * 1.3 + numpy.arange(4)[None, :] * 0.7)
         top[0].data[...] = vals.astype(top[0].dtype)
         self.cursor = (self.cursor + self.batch) % self.records
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         pass
 
     def get_data_state(self):

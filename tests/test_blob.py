@@ -2,7 +2,9 @@
 import numpy
 import pytest
 
+from caffecli import context, syncedmem
 from caffecli.blob import Blob
+from caffecli.context import CPU, GPU
 from caffecli.errors import CaffeError
 from caffecli.proto import caffe_pb2
 
@@ -77,27 +79,42 @@ def test_legacy_4d_proto():
         Blob((3, 2)).from_proto(p2, reshape=False)
 
 
-def test_host_views_alias_data_on_cpu():
+def test_data_is_the_host_copy_and_cpu_side_views_alias_it():
     b = Blob((2, 2))
-    b.host_data[...] = 5
-    assert numpy.all(b.data == 5)
-    b.data[...] = 1
-    assert numpy.all(b.host_data == 1) and numpy.all(b.host_diff == 0)
+    b.data[...] = 5
+    assert isinstance(b.data, numpy.ndarray) and numpy.all(b.cpu_data() == 5)
+    b.at(CPU).data[...] = 1
+    assert numpy.all(b.data == 1) and numpy.all(b.diff == 0)
+    assert b.at(CPU) is b.at(CPU) and b.at(CPU).shape == (2, 2)
 
 
-def test_synced_memory_head_protocol(monkeypatch):
-    """With a stand-in 'device' module, host writes reach the primary copy and back."""
-    from caffecli import synced_memory
+def test_share_data_shares_the_synced_memory_and_its_head(standin):
+    a, b = Blob((2, 3)), Blob((3, 2))
+    b.share_data(a.at(GPU))          # a side view shares like its blob
+    a.at(GPU).data[...] = 2          # written on the device through a
+    assert b.data_head == syncedmem.HEAD_AT_GPU and b.data.tolist() == [[2, 2]] * 3
+    assert a.shares_data_with(b) and not a._diff_mem is b._diff_mem
 
-    class FakeDeviceArray(numpy.ndarray):
-        def set(self, host):
-            self[...] = host
 
-    mem = synced_memory.SyncedMemory(4, numpy.float32)
-    mem._primary = numpy.zeros(4, numpy.float32).view(FakeDeviceArray)
-    monkeypatch.setattr(synced_memory.SyncedMemory, "on_host_backend", property(lambda s: False))
-    mem.primary()[...] = 3           # a layer writes on the device
-    h = mem.host()                   # the user reads: pulled once
-    assert h.tolist() == [3, 3, 3, 3] and mem.head == synced_memory.AT_HOST
-    h[...] = 7                       # the user writes on the host
-    assert mem.primary().tolist() == [7, 7, 7, 7] and mem.head == synced_memory.AT_PRIMARY
+def test_update_and_asum_follow_the_head(standin):
+    b = Blob((3,))
+    b.data[...] = [1, 2, 3]
+    b.diff[...] = [1, 1, 1]
+    b.update()                       # both at the host: a host update, no copy
+    assert b.data.tolist() == [0, 1, 2] and standin.transfers == {"h2d": 0, "d2h": 0}
+    b.at(GPU).data                   # data now at the device (one copy in)
+    b.update()                       # diff is pushed; the update runs on the device
+    assert b.data_head == syncedmem.HEAD_AT_GPU and b.diff_head == syncedmem.SYNCED
+    assert standin.transfers == {"h2d": 2, "d2h": 0}
+    assert b.asum_data() == 2.0      # reduced on the device: one scalar comes back
+    assert standin.transfers == {"h2d": 2, "d2h": 1}
+    assert b.data.tolist() == [-1, 0, 1]
+
+
+def test_copy_from_runs_on_the_modes_side(standin):
+    a, b = Blob((2,)), Blob((2,))
+    a.data[...] = [4, 5]
+    context.set_mode_gpu()
+    b.copy_from(a)
+    assert b.data_head == syncedmem.HEAD_AT_GPU and a.data_head == syncedmem.SYNCED
+    assert b.data.tolist() == [4, 5]

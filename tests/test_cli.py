@@ -19,6 +19,7 @@ from caffecli.cli import errors as cli_errors
 from caffecli.cli import gflags
 from caffecli.cli.main import cli, main
 from caffecli.cli.train import SignalHandler
+from conftest import real_gpu_reason
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.environ.get("CAFFECLI_GOLDEN",
@@ -236,11 +237,11 @@ def test_test_needs_weights(tmp_path):
     assert "Need model weights to score" in result.stderr
 
 
-@pytest.mark.skipif(not __import__("caffecli").backend.gpu_unavailable_reason(0),
-                    reason="a GPU is usable here")
+@pytest.mark.skipif(real_gpu_reason() is None, reason="a GPU is usable here")
 @pytest.mark.parametrize("command", [["time", "-model", "m.prototxt"],
                                      ["device_query"], ["train", "-solver", "s.prototxt"]])
-def test_gpu_flag_without_gpu_is_one_line_error(tmp_path, command):
+def test_gpu_flag_without_gpu_is_one_line_error(tmp_path, command, monkeypatch):
+    monkeypatch.delenv("CAFFECLI_STANDIN_GPU", raising=False)
     (tmp_path / "s.prototxt").write_text('net: "m.prototxt"\n')
     (tmp_path / "m.prototxt").write_text(TINY_NET)
     result = run_cli(command + ["-gpu", "0"], tmp_path)
@@ -377,7 +378,7 @@ def test_test_prints_every_element_of_an_output(tmp_path):
     assert [n for n, _, _ in finals] == ["loss"] + ["sq"] * 8
     assert "(* 1 = " in finals[0][2] and finals[1][2] == ""
     net.forward_pass()
-    want = caffecli.backend.to_host(net.blob_by_name("sq").data).reshape(-1)
+    want = net.blob_by_name("sq").data.reshape(-1)
     assert [float(v) for _, v, _ in finals[1:]] == pytest.approx(want.tolist(), rel=1e-5)
 
 

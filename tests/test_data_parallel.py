@@ -7,7 +7,7 @@ import os
 import numpy
 import pytest
 
-from caffecli import glog, parallel, registry
+from caffecli import comms, context, registry
 from caffecli.cli.main import main
 from caffecli.layer import Layer
 from caffecli.proto import caffe_pb2
@@ -20,12 +20,14 @@ SEEN = []  # (rank, count) of every RankData layer set up
 
 class RankData(Layer):
     """Record k is (x_k, y_k) from a fixed formula; a rank keeps record k when k % count ==
-    rank, as Caffe's DataLayer::Skip hands out a database's records."""
+    rank, as Caffe's DataLayer::Skip hands out a database's records. It makes its batches on
+    the host, as data layers do."""
+    device_code = False
     exact_num_bottom_blobs = 0
     exact_num_top_blobs = 2
 
-    def layer_setup(self, bottom, top):
-        self.rank, self.count = parallel.solver_rank(), parallel.solver_count()
+    def setup(self, bottom, top):
+        self.rank, self.count = context.solver_rank(), context.solver_count()
         self.batch = int(self.layer_param.python_param.param_str or 4)
         self.offset = 0
         self.fail_at = int(os.environ.get("RANKDATA_FAIL_AT", "-1"))
@@ -36,7 +38,7 @@ class RankData(Layer):
         top[0].reshape((self.batch, 3))
         top[1].reshape((self.batch, 2))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         self.calls += 1
         if self.rank == 1 and self.calls == self.fail_at:
             raise RuntimeError("rank 1 data failed")
@@ -98,11 +100,11 @@ def weights(solver):
 
 
 def train_parallel(param, ranks, request=None, snapshot=None):
-    with parallel.solver_group(ranks):
+    with context.solver_group(ranks):
         root = get_solver(param)
         if request is not None:
             root.action_request = request
-        dp = DataParallel(root, parallel.ThreadComm(ranks))
+        dp = DataParallel(root, comms.ThreadComm(ranks))
         dp.run(snapshot)
     return dp
 
@@ -147,10 +149,10 @@ def test_workers_resume_from_the_roots_snapshot():
     extra = 'snapshot: 4\nsnapshot_prefix: "dp"\n'
     straight = train_parallel(solver_param(4, kind="Nesterov", extra=extra), 2)
     param = solver_param(4, kind="Nesterov", extra=extra)
-    with parallel.solver_group(2):
+    with context.solver_group(2):
         root = get_solver(param)
         root.restore("dp_iter_4.solverstate")
-        dp = DataParallel(root, parallel.ThreadComm(2))
+        dp = DataParallel(root, comms.ThreadComm(2))
         dp.run("dp_iter_4.solverstate")
     assert [s.iter for s in dp.solvers] == [8, 8]
     for a, b in zip(weights(dp.solvers[1]), weights(straight.solvers[0])):
@@ -161,27 +163,19 @@ def test_a_failing_rank_is_reported_and_does_not_hang(monkeypatch):
     monkeypatch.setenv("RANKDATA_FAIL_AT", "3")
     with pytest.raises(RuntimeError, match="rank 1 data failed"):
         train_parallel(solver_param(4, max_iter=50), 2)
-    assert parallel.solver_count() == 1 and parallel.solver_rank() == 0
+    assert context.solver_count() == 1 and context.solver_rank() == 0
 
 
 def test_root_must_be_built_for_the_group():
     root = get_solver(solver_param(4))
     with pytest.raises(ValueError, match="solver_group"):
-        DataParallel(root, parallel.ThreadComm(2))
+        DataParallel(root, comms.ThreadComm(2))
 
 
 def test_train_with_two_gpus_goes_through_data_parallel(tmp_path, monkeypatch, capsys):
-    """``-gpu 0,1`` on a machine without GPUs, with the device selection and NCCL replaced by
-    CPU stand-ins: the command builds two ranks that train together."""
-    import caffecli.cli.train as train_cli
-
-    def select(param, flag):
-        assert flag == "0,1"
-        glog.info("caffe.cpp:204", "Using GPUs 0, 1")
-        return [0, 1]
-    monkeypatch.setattr(train_cli, "_select_devices", select)
-    monkeypatch.setattr(parallel.NcclComm, "for_devices",
-                        classmethod(lambda cls, devices: parallel.ThreadComm(len(devices))))
+    """``-gpu 0,1`` on two stand-in devices: the command builds two ranks that train together
+    on the device (a thread communicator in place of NCCL)."""
+    monkeypatch.setenv("CAFFECLI_STANDIN_GPU", "2")
     (tmp_path / "net.prototxt").write_text(NET % 4)
     (tmp_path / "solver.prototxt").write_text(
         'net: "net.prototxt"\n' + SOLVER % (6, "SGD") + 'snapshot_after_train: false\n')

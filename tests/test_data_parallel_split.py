@@ -4,7 +4,7 @@ together are what one solver reads with an n-times larger batch; TEST reads ever
 import numpy
 import pytest
 
-from caffecli import parallel
+from caffecli.solvers.data_parallel import run_ranks
 from caffecli.proto import caffe_pb2
 from data_helpers import close_net, data_net, write_datum_db
 
@@ -39,7 +39,7 @@ def per_rank(db, batch, batches, ranks=2, **kw):
 
     def work(rank):
         got[rank] = labels_read(db, batch, batches, **kw)
-    parallel.run_ranks(ranks, work)
+    run_ranks(ranks, work)
     return got
 
 
@@ -73,7 +73,7 @@ def test_the_roots_saved_position_resumes_every_rank(db):
         if rank == 0:
             saved["state"] = net.layers[0].get_data_state()
         close_net(net)
-    parallel.run_ranks(2, first_half)
+    run_ranks(2, first_half)
     resumed = {}
 
     def second_half(rank):
@@ -84,5 +84,5 @@ def test_the_roots_saved_position_resumes_every_rank(db):
             net.forward_pass()
             resumed[rank].append(net.blobs["label"].data.astype(int).tolist())
         close_net(net)
-    parallel.run_ranks(2, second_half)
+    run_ranks(2, second_half)
     assert resumed[0] == straight[0][2:] and resumed[1] == straight[1][2:]

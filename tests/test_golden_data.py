@@ -10,6 +10,8 @@ import pytest
 
 from golden import Case, assert_close, case_names, in_dir
 
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
+
 CASES = case_names({"data"})
 
 

@@ -3,6 +3,8 @@ import pytest
 
 from golden import case_names, run_layer_case
 
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
+
 NON_LAYER = {"solver", "data", "cli"}
 CASES = case_names(exclude=NON_LAYER)
 

@@ -11,6 +11,8 @@ import pytest
 from caffecli import glog, registry, solvers
 from golden import Case, assert_close, case_names, golden_dir
 
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
+
 CASES = case_names({"solver"})
 NEEDED = ("HDF5Data", "SoftmaxWithLoss", "EuclideanLoss")
 

@@ -126,11 +126,16 @@ def _builtin_types():
                   if getattr(c, "__module__", "").startswith("caffecli."))
 
 
+CREATED_BY_FUNCTION = {"Python": True}  # type -> whether its layers have a backward
+
+
 def _has_backward(type_name):
     creator = _REGISTRY[type_name]
-    cls = creator if isinstance(creator, type) else None
-    assert cls is not None, "%s is registered as a creator: say how to find its class" % type_name
-    return cls.backward_impl is not Layer.backward_impl and type_name not in NO_GRADIENT
+    if not isinstance(creator, type):
+        assert type_name in CREATED_BY_FUNCTION, \
+            "%s is registered as a creator: say whether it has a backward" % type_name
+        return CREATED_BY_FUNCTION[type_name]
+    return creator.backward is not Layer.backward and type_name not in NO_GRADIENT
 
 
 _GRADIENT_TESTS = _gradient_tests()

@@ -6,10 +6,12 @@ import pytest
 
 from caffecli.blob import Blob
 from caffecli.errors import CaffeError
-from caffecli.net import Net, TRAIN
+from caffecli import Net, TRAIN
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from gradcheck import blobs_from, check_gradient, make_layer
+
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
 
 F32, F64 = numpy.float32, numpy.float64
 
@@ -19,14 +21,14 @@ def run(text, bottoms, n_tops=1, dtype=F64):
     layer = make_layer(text)
     bottom = blobs_from(bottoms, dtype)
     top = [Blob(dtype=dtype) for _ in range(n_tops)]
-    layer.setup(bottom, top)
-    loss = layer.forward(bottom, top)
+    layer.SetUp(bottom, top)
+    loss = layer.Forward(bottom, top)
     return layer, bottom, top, loss
 
 
 def grad(layer, bottom, top, weight=1.0, propagate_down=None):
     top[0].diff[...] = weight
-    layer.backward(top, propagate_down or [True] + [False] * (len(bottom) - 1), bottom)
+    layer.Backward(top, propagate_down or [True] + [False] * (len(bottom) - 1), bottom)
     return bottom[0].diff.copy()
 
 
@@ -36,10 +38,10 @@ def expect_error(text, bottoms, n_tops=1, match=None, backward_down=None):
     bottom = blobs_from(bottoms, F32)
     top = [Blob() for _ in range(n_tops)]
     with pytest.raises(CaffeError, match=match) as err:
-        layer.setup(bottom, top)
-        layer.forward(bottom, top)
+        layer.SetUp(bottom, top)
+        layer.Forward(bottom, top)
         if backward_down is not None:
-            layer.backward(top, backward_down, bottom)
+            layer.Backward(top, backward_down, bottom)
     assert "under_test" in str(err.value)
 
 
@@ -168,7 +170,7 @@ def test_euclidean_values_and_gradients():
     layer, bottom, top, _ = run('type: "EuclideanLoss"', [a, b])
     assert float(top[0].data) == pytest.approx((1 + 4 + 0 + 4) / 2 / 2)
     top[0].diff[...] = 3.0
-    layer.backward(top, [True, True], bottom)
+    layer.Backward(top, [True, True], bottom)
     numpy.testing.assert_allclose(bottom[0].diff, (a - b) * 3 / 2)
     numpy.testing.assert_allclose(bottom[1].diff, -(a - b) * 3 / 2)
     assert layer.allow_force_backward(1)

@@ -2,11 +2,13 @@
 import numpy
 import pytest
 
-from caffecli import rng
+from caffecli import context
 from caffecli.blob import Blob
 from caffecli.errors import CaffeError
 from caffecli.proto import caffe_pb2
 from gradcheck import blobs_from, check_gradient, make_layer
+
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
 
 
 def data(shape, low=-1.0, high=1.0, seed=0):
@@ -27,11 +29,11 @@ def run(text, arrays, phase=caffe_pb2.TRAIN, dtype=numpy.float32, top_diff=None,
     layer = make_layer(text, phase)
     bottom = blobs_from(arrays, dtype)
     top = [bottom[0]] if in_place else [Blob(dtype=dtype)]
-    layer.setup(bottom, top)
-    layer.forward(bottom, top)
+    layer.SetUp(bottom, top)
+    layer.Forward(bottom, top)
     if top_diff is not None:
         top[0].diff[...] = numpy.asarray(top_diff, dtype=dtype)
-        layer.backward(top, [True] * len(bottom), bottom)
+        layer.Backward(top, [True] * len(bottom), bottom)
     return layer, bottom, top
 
 
@@ -201,7 +203,7 @@ def test_threshold_values_and_no_backward():
     layer, b, t = run('type: "Threshold" threshold_param { threshold: 0.5 }', [x])
     numpy.testing.assert_allclose(t[0].data, [[0.0, 0.0, 1.0, 1.0]])  # strictly greater
     with pytest.raises(CaffeError, match="Threshold"):
-        layer.backward(t, [True], b)
+        layer.Backward(t, [True], b)
 
 
 def test_swish_values():
@@ -261,7 +263,7 @@ def test_exp_log_bases():
 
 
 def test_dropout_train_mask_and_scale():
-    rng.set_random_seed(5)
+    context.set_random_seed(5)
     x = data((50, 40), 1.0, 2.0)
     layer, b, t = run('type: "Dropout" dropout_param { dropout_ratio: 0.25 }', [x],
                       top_diff=numpy.ones((50, 40)))
@@ -279,13 +281,13 @@ def test_dropout_test_phase_is_identity_and_seeded_train_reproducible():
     numpy.testing.assert_allclose(b[0].diff, (x * 2).astype(numpy.float32))
     outs = []
     for _ in range(2):
-        rng.set_random_seed(11)
+        context.set_random_seed(11)
         outs.append(run('type: "Dropout"', [x])[2][0].data.copy())
     numpy.testing.assert_array_equal(outs[0], outs[1])
 
 
 def test_dropout_in_place_train():
-    rng.set_random_seed(3)
+    context.set_random_seed(3)
     x = data((6, 7), 1.0, 2.0)
     _, b, t = run('type: "Dropout"', [x], top_diff=numpy.ones((6, 7)), in_place=True)
     kept = t[0].data != 0
@@ -323,4 +325,4 @@ def test_absval_refuses_in_place():
 def test_neuron_blob_counts():
     layer = make_layer('name: "r" type: "ReLU"')
     with pytest.raises(CaffeError, match="r"):
-        layer.setup(blobs_from([numpy.zeros(2), numpy.zeros(2)], numpy.float32), [Blob()])
+        layer.SetUp(blobs_from([numpy.zeros(2), numpy.zeros(2)], numpy.float32), [Blob()])

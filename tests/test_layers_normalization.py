@@ -4,10 +4,12 @@ import pytest
 
 from caffecli.blob import Blob
 from caffecli.errors import CaffeError
-from caffecli.net import Net
+from caffecli import Net
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from gradcheck import blobs_from, check_gradient, make_layer
+
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
 
 
 def data(shape, seed=0, low=-1.0, high=1.0):
@@ -21,11 +23,11 @@ def run(text, arrays, phase=caffe_pb2.TRAIN, dtype=numpy.float64, top_diff=None,
         layer.blobs = blobs_from(blobs, dtype)
     bottom = blobs_from(arrays, dtype)
     top = [bottom[0]] if in_place else [Blob(dtype=dtype)]
-    layer.setup(bottom, top)
-    layer.forward(bottom, top)
+    layer.SetUp(bottom, top)
+    layer.Forward(bottom, top)
     if top_diff is not None:
         top[0].diff[...] = numpy.asarray(top_diff, dtype=dtype).reshape(top[0].shape)
-        layer.backward(top, [True], bottom)
+        layer.Backward(top, [True], bottom)
     return layer, bottom, top
 
 
@@ -113,7 +115,7 @@ def test_batchnorm_channel_mismatch_on_reshape():
     layer, b, t = run('name: "bn" type: "BatchNorm"', [data((2, 3))])
     b[0].reshape(2, 4)
     with pytest.raises(CaffeError, match="bn"):
-        layer.forward(b, t)
+        layer.Forward(b, t)
     with pytest.raises(CaffeError):
         run('type: "BatchNorm"', [data((5,))])
 

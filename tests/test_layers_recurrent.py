@@ -7,6 +7,8 @@ from caffecli.errors import CaffeError
 from gradcheck import blobs_from, check_gradient, make_layer
 from golden import case_names, run_layer_case
 
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
+
 FILLERS = ('weight_filler { type: "uniform" min: -0.5 max: 0.5 } '
            'bias_filler { type: "uniform" min: -0.5 max: 0.5 }')
 
@@ -28,7 +30,7 @@ def setup(text, arrays, n_tops=1, dtype=numpy.float64):
     layer = make_layer(text)
     bottom = blobs_from(arrays, dtype)
     top = [Blob(dtype=dtype) for _ in range(n_tops)]
-    layer.setup(bottom, top)
+    layer.SetUp(bottom, top)
     return layer, bottom, top
 
 
@@ -107,7 +109,7 @@ def test_lstm_unit_forward_formula():
     X = r.uniform(-2, 2, (1, 2, 12))
     cont = numpy.array([[1.0, 0.0]])
     layer, bottom, top = setup('type: "LSTMUnit"', [c_prev, X, cont], n_tops=2)
-    layer.forward(bottom, top)
+    layer.Forward(bottom, top)
     sig = lambda v: 1 / (1 + numpy.exp(-v))
     i, f, o, g = sig(X[..., :3]), sig(X[..., 3:6]), sig(X[..., 6:9]), numpy.tanh(X[..., 9:])
     f = f * cont[..., None]
@@ -120,9 +122,9 @@ def test_lstm_unit_refuses_cont_gradient_and_bad_shapes():
     layer, bottom, top = setup('type: "LSTMUnit"', [numpy.zeros((1, 2, 3)),
                                                     numpy.zeros((1, 2, 12)),
                                                     numpy.ones((1, 2))], n_tops=2)
-    layer.forward(bottom, top)
+    layer.Forward(bottom, top)
     with pytest.raises(CaffeError, match="sequence indicators"):
-        layer.backward(top, [True, True, True], bottom)
+        layer.Backward(top, [True, True, True], bottom)
     with pytest.raises(CaffeError, match="LSTMUnit"):
         setup('type: "LSTMUnit"', [numpy.zeros((1, 2, 3)), numpy.zeros((1, 2, 10)),
                                    numpy.ones((1, 2))], n_tops=2)
@@ -132,8 +134,8 @@ def test_lstm_unit_refuses_cont_gradient_and_bad_shapes():
 def _forward(layer, arrays):
     bottom = blobs_from(arrays, numpy.float64)
     top = [Blob(dtype=numpy.float64) for _ in range(layer.exact_num_top_blobs)]
-    layer.setup(bottom, top) if not hasattr(layer, "T") else layer.reshape(bottom, top)
-    layer.forward(bottom, top)
+    layer.SetUp(bottom, top) if not hasattr(layer, "T") else layer.Reshape(bottom, top)
+    layer.Forward(bottom, top)
     return [t.data.copy() for t in top]
 
 
@@ -180,23 +182,22 @@ def test_expose_hidden_gradient_wrt_x_ignores_state_tops():
     w = r.uniform(-1, 1, top[0].shape)
 
     def objective():
-        layer.forward(bottom, top)
+        layer.Forward(bottom, top)
         return float((top[0].data * w).sum())
     objective()
     top[0].diff[...] = w
     top[1].diff[...] = 5.0
     top[2].diff[...] = -3.0
-    layer.backward(top, [True, False, False, False], bottom)
+    layer.Backward(top, [True, False, False, False], bottom)
     assert not bottom[2].diff.any() and not bottom[3].diff.any()
     analytic = bottom[0].diff.copy()
-    flat = bottom[0].data.reshape(-1)
-    for k in range(flat.size):
-        x0 = flat[k]
-        flat[k] = x0 + 1e-5
+    for k in range(bottom[0].count()):
+        x0 = float(bottom[0].data.reshape(-1)[k])
+        bottom[0].data.reshape(-1)[k] = x0 + 1e-5   # through blob.data: the device sees it
         pos = objective()
-        flat[k] = x0 - 1e-5
+        bottom[0].data.reshape(-1)[k] = x0 - 1e-5
         neg = objective()
-        flat[k] = x0
+        bottom[0].data.reshape(-1)[k] = x0
         assert abs((pos - neg) / 2e-5 - analytic.reshape(-1)[k]) < 1e-6
 
 
@@ -217,8 +218,8 @@ def test_errors_name_the_layer():
     with pytest.raises(CaffeError, match="blob"):
         setup(rec("LSTM", 3, "expose_hidden: true"), [x, cont], 3)
     layer, bottom, top = setup(rec("LSTM"), [x, cont])
-    layer.forward(bottom, top)
+    layer.Forward(bottom, top)
     with pytest.raises(CaffeError, match="sequence indicators"):
-        layer.backward(top, [True, True], bottom)
+        layer.Backward(top, [True, True], bottom)
     with pytest.raises(CaffeError, match="timesteps changed"):
         layer.reshape(blobs_from([x[:2], cont[:2]], numpy.float64), top)

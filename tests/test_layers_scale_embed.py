@@ -4,10 +4,12 @@ import pytest
 
 from caffecli.blob import Blob
 from caffecli.errors import CaffeError
-from caffecli.net import Net
+from caffecli import Net
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from gradcheck import blobs_from, check_gradient, make_layer
+
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
 
 UNIFORM = 'filler { type: "uniform" min: -1 max: 1 }'
 
@@ -20,7 +22,7 @@ def setup(text, arrays, dtype=numpy.float64, in_place=False):
     layer = make_layer(text)
     bottom = blobs_from(arrays, dtype)
     top = [bottom[0]] if in_place else [Blob(dtype=dtype)]
-    layer.setup(bottom, top)
+    layer.SetUp(bottom, top)
     return layer, bottom, top
 
 
@@ -65,7 +67,7 @@ def test_scale_values_default_filler_and_bias():
     numpy.testing.assert_allclose(layer.blobs[1].data, 0.0)
     layer.blobs[0].data[...] = [1.0, 2.0, 3.0]
     layer.blobs[1].data[...] = [0.5, 0.0, -1.0]
-    layer.forward(b, t)
+    layer.Forward(b, t)
     want = b[0].data * numpy.array([1, 2, 3.0])[None, :, None] + \
         numpy.array([0.5, 0, -1.0])[None, :, None]
     numpy.testing.assert_allclose(t[0].data, want)
@@ -79,10 +81,10 @@ def test_scale_in_place_matches_out_of_place():
         layer, b, t = setup(text, [x], in_place=in_place)
         layer.blobs[0].data[...] = [0.5, -2.0, 1.5]
         layer.blobs[1].data[...] = [0.1, 0.2, 0.3]
-        layer.forward(b, t)
+        layer.Forward(b, t)
         y = t[0].data.copy()
         t[0].diff[...] = dy
-        layer.backward(t, [True], b)
+        layer.Backward(t, [True], b)
         results.append((y, b[0].diff.copy(), layer.blobs[0].diff.copy(),
                         layer.blobs[1].diff.copy()))
     for a, c in zip(*results):
@@ -91,11 +93,11 @@ def test_scale_in_place_matches_out_of_place():
 
 def _scale_diff_after_two_backwards(text, shape):
     layer, b, t = setup(text, [data(shape)])
-    layer.forward(b, t)
+    layer.Forward(b, t)
     t[0].diff[...] = 1.0
-    layer.backward(t, [True], b)
+    layer.Backward(t, [True], b)
     once = layer.blobs[0].diff.copy()
-    layer.backward(t, [True], b)
+    layer.Backward(t, [True], b)
     return once, layer.blobs[0].diff.copy()
 
 
@@ -146,11 +148,11 @@ def test_bias_gradient_two_bottoms(xshape, bshape, axis):
 def test_bias_values_in_place_and_diff_rules():
     layer, b, t = setup('type: "Bias" bias_param { axis: 1 }',
                         [numpy.zeros((2, 3)), numpy.array([1.0, 2.0, 3.0])], in_place=True)
-    layer.forward(b, t)
+    layer.Forward(b, t)
     numpy.testing.assert_allclose(t[0].data, [[1, 2, 3], [1, 2, 3.0]])
     t[0].diff[...] = [[1, 2, 3], [4, 5, 6.0]]
     b[1].diff[...] = 100.0
-    layer.backward(t, [True, True], b)
+    layer.Backward(t, [True, True], b)
     numpy.testing.assert_allclose(b[1].diff, [5, 7, 9.0])  # a bottom diff is set
     numpy.testing.assert_allclose(b[0].diff, [[1, 2, 3], [4, 5, 6.0]])
 
@@ -176,28 +178,28 @@ def test_embed_gradient(extra):
 
 def test_embed_values_and_shapes():
     layer, b, t = setup(EMBED % "", [numpy.array([[3.0, 0.0]])])
-    layer.forward(b, t)
+    layer.Forward(b, t)
     assert t[0].shape == (1, 2, 3)
     w, bias = layer.blobs[0].data, layer.blobs[1].data
     numpy.testing.assert_allclose(t[0].data[0], [w[3] + bias, w[0] + bias])
     t[0].diff[...] = 1.0
-    layer.backward(t, [False], b)
+    layer.Backward(t, [False], b)
     numpy.testing.assert_allclose(layer.blobs[0].diff.sum(axis=1), [3, 0, 0, 3, 0])
     numpy.testing.assert_allclose(layer.blobs[1].diff, [2, 2, 2])
 
 
 def test_embed_truncates_fractional_index_like_caffe():
     layer, b, t = setup(EMBED % "bias_term: false", [numpy.array([1.7, 0.2])])
-    layer.forward(b, t)
+    layer.Forward(b, t)
     numpy.testing.assert_allclose(t[0].data, layer.blobs[0].data[[1, 0]])
 
 
 def test_embed_refuses_index_gradient():
     layer, b, t = setup(EMBED % "", [numpy.array([1.0])])
     assert not layer.allow_force_backward(0)
-    layer.forward(b, t)
+    layer.Forward(b, t)
     with pytest.raises(CaffeError, match="backpropagate"):
-        layer.backward(t, [True], b)
+        layer.Backward(t, [True], b)
 
 
 @pytest.mark.parametrize("text,x,match", [
@@ -209,17 +211,17 @@ def test_embed_refuses_index_gradient():
 def test_embed_errors(text, x, match):
     with pytest.raises(CaffeError, match=match):
         layer, b, t = setup(text, [numpy.array(x)])
-        layer.forward(b, t)
+        layer.Forward(b, t)
 
 
 # ---- Parameter -------------------------------------------------------------------------------
 def test_parameter_top_shares_blob():
     layer = make_layer('type: "Parameter" parameter_param { shape { dim: 2 dim: 3 } }')
     top = [Blob()]
-    layer.setup([], top)
+    layer.SetUp([], top)
     assert layer.blobs[0].shape == (2, 3) and top[0].shape == (2, 3)
     layer.blobs[0].data[...] = numpy.arange(6).reshape(2, 3)
-    layer.forward([], top)
+    layer.Forward([], top)
     numpy.testing.assert_allclose(top[0].data, numpy.arange(6).reshape(2, 3))
     top[0].diff[...] = 7.0  # what the next layer writes lands in the parameter's diff
     numpy.testing.assert_allclose(layer.blobs[0].diff, 7.0)
@@ -247,4 +249,4 @@ def test_parameter_in_a_net_gets_gradient():
 def test_parameter_bad_bottom_count():
     layer = make_layer('type: "Parameter" parameter_param { shape { dim: 2 } }')
     with pytest.raises(CaffeError):
-        layer.setup(blobs_from([numpy.zeros(2)], numpy.float32), [Blob()])
+        layer.SetUp(blobs_from([numpy.zeros(2)], numpy.float32), [Blob()])

@@ -4,10 +4,12 @@ import pytest
 
 from caffecli.blob import Blob
 from caffecli.errors import CaffeError
-from caffecli.net import Net, TRAIN
+from caffecli import Net, TRAIN
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from gradcheck import blobs_from, check_gradient, make_layer
+
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
 
 F32, F64 = numpy.float32, numpy.float64
 
@@ -17,8 +19,8 @@ def run(text, bottoms, n_tops=1, dtype=F64):
     layer = make_layer(text)
     bottom = blobs_from(bottoms, dtype)
     top = [Blob(dtype=dtype) for _ in range(n_tops)]
-    layer.setup(bottom, top)
-    layer.forward(bottom, top)
+    layer.SetUp(bottom, top)
+    layer.Forward(bottom, top)
     return layer, bottom, top
 
 
@@ -27,7 +29,7 @@ def backward(layer, bottom, top, top_diffs, propagate_down=None):
         t.diff[...] = d
     if propagate_down is None:
         propagate_down = [True] * len(bottom)
-    layer.backward(top, propagate_down, bottom)
+    layer.Backward(top, propagate_down, bottom)
 
 
 def setup_error(text, shapes, n_tops=1, match=None):
@@ -35,8 +37,8 @@ def setup_error(text, shapes, n_tops=1, match=None):
     bottom = [Blob(s) for s in shapes]
     top = [Blob() for _ in range(n_tops)]
     with pytest.raises(CaffeError, match=match) as err:
-        layer.setup(bottom, top)
-        layer.forward(bottom, top)
+        layer.SetUp(bottom, top)
+        layer.Forward(bottom, top)
     assert "under_test" in str(err.value)
     return err
 
@@ -151,7 +153,7 @@ def test_flatten_and_reshape_share_data_and_diff():
     for text in ('type: "Flatten"', 'type: "Reshape" reshape_param { shape { dim: -1 } }'):
         layer, bottom, top = run(text, [rnd(2, 3, 2)])
         top[0].diff[...] = numpy.arange(12.0).reshape(top[0].shape)
-        layer.backward(top, [True], bottom)
+        layer.Backward(top, [True], bottom)
         numpy.testing.assert_array_equal(bottom[0].diff.ravel(), numpy.arange(12.0))
         top[0].data[...] = 5  # writes through to the bottom, as Caffe's ShareData
         assert (bottom[0].data == 5).all()
@@ -164,7 +166,7 @@ def test_flatten_errors():
     layer = make_layer('type: "Flatten"')
     b = Blob((2, 3))
     with pytest.raises(CaffeError, match="in-place"):
-        layer.setup([b], [b])
+        layer.SetUp([b], [b])
 
 
 @pytest.mark.parametrize("param,shape,want", [
@@ -244,7 +246,7 @@ def test_silence_zeroes_diffs():
     layer, bottom, top = run('type: "Silence"', [rnd(2, 3), rnd(4)], n_tops=0)
     for b in bottom:
         b.diff[...] = 3
-    layer.backward([], [True, False], bottom)
+    layer.Backward([], [True, False], bottom)
     assert (bottom[0].diff == 0).all() and (bottom[1].diff == 3).all()
     setup_error('type: "Silence"', [(2,)], n_tops=1, match="exactly 0")
     setup_error('type: "Silence"', [], n_tops=0, match="at least 1")
@@ -269,7 +271,7 @@ def test_batch_reindex_gradient():
 def test_batch_reindex_errors():
     layer, bottom, top = run('type: "BatchReindex"', [rnd(3, 2), numpy.array([0.0])])
     with pytest.raises(CaffeError, match="Cannot backprop to index"):
-        layer.backward(top, [True, True], bottom)
+        layer.Backward(top, [True, True], bottom)
     for bad in (3.0, -1.0):
         with pytest.raises(CaffeError, match="out of range"):
             run('type: "BatchReindex"', [rnd(3, 2), numpy.array([0.0, bad])])
@@ -304,14 +306,14 @@ def test_filter_gradient_and_empty_selection():
 def test_filter_setup_shape_is_full_batch():
     layer = make_layer('type: "Filter"')
     bottom, top = [Blob((4, 3)), Blob((4,))], [Blob()]
-    layer.setup(bottom, top)
+    layer.SetUp(bottom, top)
     assert top[0].shape == (4, 3)
 
 
 def test_filter_errors():
     layer, bottom, top = run('type: "Filter"', [rnd(2, 3), numpy.array([1.0, 0.0])])
     with pytest.raises(CaffeError, match="cannot backpropagate"):
-        layer.backward(top, [True, True], bottom)
+        layer.Backward(top, [True, True], bottom)
     setup_error('type: "Filter"', [(2, 3), (2, 2)], match="singletons")
     setup_error('type: "Filter"', [(3, 3), (2,)], match="0th dimension")
     setup_error('type: "Filter"', [(2, 3), (2, 3), (2,)], n_tops=1, match="one top per")

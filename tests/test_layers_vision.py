@@ -11,6 +11,8 @@ from caffecli.layers import vision
 from caffecli.proto import caffe_pb2
 from gradcheck import check_gradient, make_layer
 
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
+
 R = numpy.random.RandomState(7)
 GAUSS = 'weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 0.3 }'
 
@@ -23,8 +25,8 @@ def run(text, *arrays, n_tops=1, phase=caffe_pb2.TRAIN, dtype=numpy.float64):
         b.data[...] = a
         bottom.append(b)
     top = [Blob(dtype=dtype) for _ in range(n_tops)]
-    layer.setup(bottom, top)
-    layer.forward(bottom, top)
+    layer.SetUp(bottom, top)
+    layer.Forward(bottom, top)
     return layer, bottom, top
 
 
@@ -110,15 +112,15 @@ def test_convolution_batch_chunks_match(monkeypatch):
     bottom, top = [Blob(x.shape, dtype=numpy.float64)], [Blob(dtype=numpy.float64)]
     bottom[0].data[...] = x
     layer.blobs = ref_layer.blobs
-    layer.setup(bottom, top)
+    layer.SetUp(bottom, top)
     assert layer.chunk == 1
-    layer.forward(bottom, top)
+    layer.Forward(bottom, top)
     numpy.testing.assert_allclose(top[0].data, ref_top[0].data, rtol=1e-12)
     dy = R.randn(*top[0].shape)
     for lay, t, b in ((ref_layer, ref_top, ref_bottom), (layer, top, bottom)):
         t[0].diff[...] = dy
         lay.blobs[0].diff[...] = 0
-        lay.backward(t, [True], b)
+        lay.Backward(t, [True], b)
     numpy.testing.assert_allclose(bottom[0].diff, ref_bottom[0].diff, rtol=1e-12)
 
 
@@ -129,7 +131,7 @@ def test_convolution_batch_chunks_match(monkeypatch):
                                                    (5, 6, 7))])
 def test_phase_split_columns_equal_strided_windows(kernel, stride, pad, dilation, img):
     """The stride-split im2col/col2im give exactly the strided-window view's numbers."""
-    from caffecli.util import im2col as ic
+    from caffecli.kernels import im2col as ic
     n, c = 3, 2
     out = ic.conv_out_shape(list(img), kernel, pad, stride, dilation)
     cols = vision._ColumnMaker(list(kernel), list(stride), list(pad), list(dilation))
@@ -175,7 +177,7 @@ def test_convolution_wrong_weight_shape():
     layer = make_layer(conv("num_output: 2 kernel_size: 2"))
     layer.blobs = [Blob((2, 1, 3, 3)), Blob((2,))]
     with pytest.raises(CaffeError, match="Incorrect weight shape"):
-        layer.setup([Blob((1, 1, 4, 4))], [Blob()])
+        layer.SetUp([Blob((1, 1, 4, 4))], [Blob()])
 
 
 # ---- Deconvolution ------------------------------------------------------------------------
@@ -203,8 +205,8 @@ def test_deconvolution_is_convolution_transpose():
     d.blobs = [c.blobs[0]]
     bottom, top = [Blob(y.shape, dtype=numpy.float64)], [Blob(dtype=numpy.float64)]
     bottom[0].data[...] = y
-    d.setup(bottom, top)
-    d.forward(bottom, top)
+    d.SetUp(bottom, top)
+    d.Forward(bottom, top)
     assert top[0].shape == (2, 3, 7, 7)  # 2 * (4 - 1) + 3 - 2
     numpy.testing.assert_allclose((ct[0].data * y).sum(), (x * top[0].data).sum(), rtol=1e-10)
 
@@ -254,7 +256,7 @@ def test_max_pooling_backward_routes_to_argmax():
     x = numpy.array([[[[1, 4], [2, 3]]]], dtype=float)
     layer, bottom, top = run(pool("pool: MAX kernel_size: 2"), x)
     top[0].diff[...] = 7
-    layer.backward(top, [True], bottom)
+    layer.Backward(top, [True], bottom)
     numpy.testing.assert_array_equal(bottom[0].diff[0, 0], [[0, 7], [0, 0]])
 
 
@@ -283,7 +285,7 @@ def test_stochastic_pooling_train_samples_and_test_averages():
     windows = x.reshape(2, 2, 2, 2, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(2, 2, 2, 2, 4)
     assert numpy.all((windows == top[0].data[..., None]).any(axis=-1))
     top[0].diff[...] = 1
-    layer.backward(top, [True], bottom)
+    layer.Backward(top, [True], bottom)
     assert bottom[0].diff.sum() == top[0].count  # one winner per window
     _, _, top = run(pool("pool: STOCHASTIC kernel_size: 2 stride: 2"), x,
                     phase=caffe_pb2.TEST)

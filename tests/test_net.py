@@ -5,10 +5,12 @@ import pytest
 from caffecli import glog
 from caffecli.errors import CaffeError
 from caffecli.layer import Layer
-from caffecli.net import Net, TEST, TRAIN
+from caffecli import Net, TEST, TRAIN
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from caffecli.registry import register_layer
+
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
 
 
 @register_layer("TestHalfSumSqLoss")
@@ -21,10 +23,10 @@ class HalfSumSqLoss(Layer):
     def reshape(self, bottom, top):
         top[0].reshape(())
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         top[0].data[...] = 0.5 * (bottom[0].data ** 2).sum()
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             bottom[0].diff[...] = bottom[0].data * top[0].diff
 
@@ -91,17 +93,17 @@ layer { name: "l1" type: "TestHalfSumSqLoss" bottom: "y" top: "loss1" }
 layer { name: "l2" type: "TestHalfSumSqLoss" bottom: "f" top: "loss2" }
 '''
     n = net_from(text)
-    need = dict(zip(n.layer_names, n.layer_need_backward))
+    need = {r.name: r.need_backward for r in n.records}
     assert need["ip"] and need["l1"] and not need["frozen"] and not need["in"]
     # force_backward makes every layer (and the input) take part
     n = net_from("force_backward: true\n" + text)
-    assert all(n.layer_need_backward)
-    assert n.blob_need_backward[n.blob_names_index["x"]]
+    assert all(r.need_backward for r in n.records)
+    assert n.blob_records[n.blob_names_index["x"]].need_backward
 
 
 def test_no_loss_path_needs_no_backward():
     n = net_from(BASE + 'layer { name: "r" type: "ReLU" bottom: "y" top: "z" }')
-    assert not any(n.layer_need_backward)
+    assert not any(r.need_backward for r in n.records)
 
 
 def test_weight_sharing_and_multipliers():

@@ -2,9 +2,11 @@
 import numpy
 import pytest
 
-from caffecli import backend, parallel
+from caffecli import comms, context
+from caffecli.solvers.data_parallel import run_ranks
+from conftest import real_gpu_reason
 from caffecli.layer import Layer
-from caffecli.net import Net, TRAIN
+from caffecli import Net, TRAIN
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from caffecli.registry import register_layer
@@ -20,10 +22,10 @@ class MeanSqLoss(Layer):
     def reshape(self, bottom, top):
         top[0].reshape(())
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         top[0].data[...] = (bottom[0].data ** 2).sum() / (2.0 * bottom[0].shape[0])
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         bottom[0].diff[...] = bottom[0].data * (top[0].diff / bottom[0].shape[0])
 
 
@@ -41,7 +43,7 @@ def make_net(batch, dtype=numpy.float64):
 
 
 def grads(net):
-    return [backend.to_host(p.diff).copy() for p in net.learnable_params]
+    return [p.diff.copy() for p in net.learnable_params]
 
 
 def test_two_half_batches_average_to_full_batch():
@@ -55,22 +57,22 @@ def test_two_half_batches_average_to_full_batch():
     for j in range(2):  # rank 0 holds the weights; rank 1 starts at zero until the broadcast
         nets[0].params["ip"][j].data[...] = full.params["ip"][j].data
         nets[1].params["ip"][j].data[...] = 0
-    comm = parallel.ThreadComm(2)
+    comm = comms.ThreadComm(2)
     seen = {}
 
     def work(rank):
         net = nets[rank]
-        sync = parallel.GradientSync(net, comm, rank)
+        sync = comms.GradientSync(net, comm, rank)
         sync.broadcast_params()
-        seen[rank] = (parallel.solver_rank(), parallel.solver_count())
+        seen[rank] = (context.solver_rank(), context.solver_count())
         net.blobs["x"].data[...] = x[4 * rank:4 * rank + 4]
         net.clear_param_diffs()
         net.forward_backward()
         sync.on_gradients_ready()
 
-    parallel.run_ranks(2, work)
+    run_ranks(2, work)
     assert seen == {0: (0, 2), 1: (1, 2)}
-    assert parallel.solver_count() == 1
+    assert context.solver_count() == 1
     for rank in range(2):
         assert numpy.array_equal(nets[rank].params["ip"][0].data, full.params["ip"][0].data)
         for g, w in zip(grads(nets[rank]), want):
@@ -82,12 +84,13 @@ def test_rank_failure_is_raised():
         if rank == 1:
             raise ValueError("rank 1 broke")
     with pytest.raises(ValueError, match="rank 1 broke"):
-        parallel.run_ranks(2, work)
+        run_ranks(2, work)
 
 
-def test_nccl_needs_gpu():
-    if backend.gpu_unavailable_reason(0) is None:
+def test_nccl_needs_gpu(monkeypatch):
+    monkeypatch.delenv("CAFFECLI_STANDIN_GPU", raising=False)
+    if real_gpu_reason() is None:
         pytest.skip("a GPU is present; tests/test_gpu.py covers NCCL")
     from caffecli.errors import CaffeError
     with pytest.raises(CaffeError):
-        parallel.NcclComm.for_devices([0])
+        comms.NcclComm.for_devices([0])

@@ -4,12 +4,14 @@ import pytest
 
 from caffecli.errors import CaffeError
 from caffecli.layer import LossLayer
-from caffecli.net import Net
+from caffecli import Net
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from caffecli.registry import register_layer
 from golden import case_names, run_layer_case
 from gradcheck import check_gradient
+
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
 
 USER_MODULE = '''
 import json
@@ -69,15 +71,17 @@ class Broken(caffe.Layer):
         raise ValueError("bad param_str " + self.param_str)
 
 
-class NoForward(object):
-    def __init__(self, param):
-        pass
-
+class NoForward(caffe.Layer):
     def setup(self, bottom, top):
         pass
 
     def reshape(self, bottom, top):
         top[0].reshape(*bottom[0].shape)
+
+
+class NotALayer(object):
+    def __init__(self, param):
+        pass
 '''
 
 
@@ -130,10 +134,10 @@ def test_param_str_phase_and_added_blobs(user_module):
     for phase in (caffe_pb2.TRAIN, caffe_pb2.TEST):
         net = net_from(inputs({"x": (2, 3)}) + py("Scale", '{"w": 2.0, "b": 0.5}'), phase)
         layer = net.layer_by_name("py")
-        assert layer.user.seen_phase == (0 if phase == caffe_pb2.TRAIN else 1)
-        assert layer.user.cfg == {"w": 2.0, "b": 0.5}
+        assert layer.seen_phase == (0 if phase == caffe_pb2.TRAIN else 1)
+        assert layer.cfg == {"w": 2.0, "b": 0.5} and layer.type == "Python"
         assert [b.shape for b in layer.blobs] == [(3,), (3,)]
-        assert net.params["py"][0]._blob is layer.blobs[0] and len(net.learnable_params) == 2
+        assert net.params["py"][0] is layer.blobs[0] and len(net.learnable_params) == 2
         net.blob_by_name("x").data[...] = [[1, 2, 3], [4, 5, 6]]
         net.forward_pass()
         numpy.testing.assert_allclose(net.blob_by_name("y").data,
@@ -169,7 +173,7 @@ def test_module_found_in_current_directory(tmp_path, monkeypatch):
     (tmp_path / "cwd_only_layer.py").write_text(USER_MODULE)
     monkeypatch.chdir(tmp_path)
     net = net_from(inputs({"x": (1, 2)}) + py("Scale", module="cwd_only_layer"))
-    assert net.layer_by_name("py").user.cfg == {}
+    assert net.layer_by_name("py").cfg == {}
 
 
 # ---- errors -----------------------------------------------------------------------------
@@ -184,7 +188,7 @@ def test_missing_class_names_class(user_module):
 
 
 def test_exception_in_user_code_becomes_caffe_error(user_module):
-    with pytest.raises(CaffeError, match="Layer py \\(Python\\).*Broken setup raised "
+    with pytest.raises(CaffeError, match="Layer py \\(Python\\): Broken.setup raised "
                                          "ValueError: bad param_str zz"):
         net_from(inputs({"x": (1, 2)}) + py("Broken", "zz"))
     with pytest.raises(CaffeError, match="Need two inputs"):
@@ -193,8 +197,20 @@ def test_exception_in_user_code_becomes_caffe_error(user_module):
 
 def test_missing_method_is_reported(user_module):
     net = net_from(inputs({"x": (1, 2)}) + py("NoForward"))
-    with pytest.raises(CaffeError, match="NoForward has no method forward"):
+    with pytest.raises(CaffeError, match="Layer py \\(Python\\): NoForward has no method "
+                                         "forward"):
         net.forward_pass()
+
+
+def test_layer_class_must_derive_from_caffe_layer(user_module):
+    with pytest.raises(CaffeError, match="NotALayer must be a class deriving from caffe.Layer"):
+        net_from(inputs({"x": (1, 2)}) + py("NotALayer"))
+
+
+def test_errors_from_python_layers_are_runtime_errors(user_module):
+    """pycaffe surfaces a Python layer's exception as a RuntimeError; CaffeError is one."""
+    with pytest.raises(RuntimeError):
+        net_from(inputs({"x": (1, 2)}) + py("Broken", "zz"))
 
 
 # ---- training with a Python layer and a user-registered layer ----------------------------
@@ -202,11 +218,11 @@ def test_missing_method_is_reported(user_module):
 class SquaredErrorLoss(LossLayer):
     """A user-registered loss: sum((a - b)^2) / (2 num), written against the engine API."""
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         self.d = bottom[0].data - bottom[1].data
         top[0].data[...] = (self.d ** 2).sum() / bottom[0].shape[0] / 2
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         scale = float(top[0].diff) / bottom[0].shape[0]
         if propagate_down[0]:
             bottom[0].diff[...] = scale * self.d

@@ -5,7 +5,7 @@ import numpy
 import pytest
 
 from caffecli import solvers
-from caffecli.net import Net
+from caffecli import Net
 from caffecli.proto import caffe_pb2
 
 from solver_helpers import solver_param

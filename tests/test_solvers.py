@@ -12,6 +12,8 @@ from caffecli.solvers.lr_policy import learning_rate
 
 from solver_helpers import TINY_NET, solver_param, small_net
 
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
+
 
 def make(text, net=TINY_NET, x=None):
     s = solvers.get_solver(solver_param(text + " snapshot_after_train: false", net))

@@ -6,7 +6,7 @@ import signal
 import numpy
 import pytest
 
-from caffecli.net import Net
+from caffecli import Net
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import read_binary
 

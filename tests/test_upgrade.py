@@ -5,7 +5,7 @@ import numpy
 import pytest
 
 from caffecli.errors import CaffeError
-from caffecli.net import Net
+from caffecli import Net
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text, read_net_param, read_solver_param, write_binary
 from caffecli.proto.upgrade import (net_needs_upgrade, upgrade_net_as_needed,

@@ -14,6 +14,8 @@ import pytest
 import caffecli
 from caffecli import registry
 
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
+
 W_TRUE = numpy.array([[1.0, -2.0], [0.5, 0.0], [0.0, 1.5]])
 B_TRUE = numpy.array([0.3, -0.1])
 
@@ -57,11 +59,12 @@ from caffecli.registry import register_layer
 
 @register_layer("UserAffine")
 class UserAffine(Layer):
-    """y = x * w + b per feature (axis 1), with its own learnable w and b."""
+    """y = x * w + b per feature (axis 1), with its own learnable w and b: written once against
+    the engine's API, its weights seen from the side it runs on (self.weights)."""
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         from caffecli.blob import Blob
         if not self.blobs:
             n = bottom[0].shape[1]
@@ -72,14 +75,16 @@ class UserAffine(Layer):
     def reshape(self, bottom, top):
         top[0].reshape_like(bottom[0])
 
-    def forward_impl(self, bottom, top):
-        top[0].data[...] = bottom[0].data * self.blobs[0].data + self.blobs[1].data
+    def forward(self, bottom, top):
+        w, b = self.weights
+        top[0].data[...] = bottom[0].data * w.data + b.data
 
-    def backward_impl(self, top, propagate_down, bottom):
-        self.blobs[0].diff[...] += (top[0].diff * bottom[0].data).sum(axis=0)
-        self.blobs[1].diff[...] += top[0].diff.sum(axis=0)
+    def backward(self, top, propagate_down, bottom):
+        w, b = self.weights
+        w.diff[...] += (top[0].diff * bottom[0].data).sum(axis=0)
+        b.diff[...] += top[0].diff.sum(axis=0)
         if propagate_down[0]:
-            bottom[0].diff[...] = top[0].diff * self.blobs[0].data
+            bottom[0].diff[...] = top[0].diff * w.data
 '''
 
 NET = '''
@@ -156,7 +161,7 @@ def test_python_loss_trains_inner_product(tmp_path, py_module):
     losses = _train(solver, 150)
     assert losses[0] > 0.5, losses[0]
     assert max(losses[-8:]) < 0.01 * losses[0], (losses[0], losses[-8:])
-    user = solver.net.layer_by_name("loss").user
+    user = solver.net.layer_by_name("loss")
     assert user.scale == 2.0 and user.calls == {"forward": 150, "backward": 150}
     w, b = (solver.net.params["ip"][i].data for i in (0, 1))
     numpy.testing.assert_allclose(w, W_TRUE.T, atol=0.05)

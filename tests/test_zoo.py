@@ -4,7 +4,7 @@ import os
 import pytest
 
 from caffecli import registry
-from caffecli.net import Net
+from caffecli import Net
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import read_net_param, read_solver_param
 

@@ -1,5 +1,5 @@
 """``caffecli device_query``: print a CUDA device's properties (Caffe::DeviceQuery's lines)."""
-from .. import glog
+from .. import backend, glog
 from ..errors import CaffeError
 from .devices import parse_gpus
 
@@ -41,8 +41,7 @@ def run_device_query(gpu):
         raise CaffeError("Need a GPU to query (--gpu N, --gpu 0,1 or --gpu all).")
     glog.info("caffe.cpp:138", "Querying GPUs " + gpu)
     for device in parse_gpus(gpu):
-        import cupy
-        props = cupy.cuda.runtime.getDeviceProperties(device)
+        props = backend.device_properties(device)
         glog.info("common.cpp:178", "Device id:                     %d" % device)
         for label, key in _FIELDS:
             glog.info("common.cpp:179", label + _show(props.get(key, "?"), key))

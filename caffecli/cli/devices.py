@@ -1,13 +1,12 @@
 """``-gpu`` parsing and CPU/GPU mode selection shared by the subcommands (caffe.cpp's get_gpus)."""
-from .. import backend, glog
+from .. import backend, context, glog
 from ..errors import CaffeError
 
 
 def device_name(device):
     """The CUDA device's name, or "" when it cannot be read."""
     try:
-        import cupy
-        name = cupy.cuda.runtime.getDeviceProperties(device)["name"]
+        name = backend.device_properties(device)["name"]
         return name.decode() if isinstance(name, bytes) else str(name)
     except Exception:  # name is cosmetic; never fail on it
         return ""
@@ -19,18 +18,17 @@ def parse_gpus(flag):
     if not flag:
         return []
     if flag == "all":
-        reason = backend.gpu_unavailable_reason(0)
+        reason = backend.unavailable_reason(0)
         if reason:
             raise CaffeError("-gpu all: " + reason)
-        import cupy
-        return list(range(cupy.cuda.runtime.getDeviceCount()))
+        return list(range(backend.device_count()))
     try:
         gpus = [int(s) for s in flag.split(",")]
     except ValueError:
         raise CaffeError("-gpu takes device ids separated by ',' or 'all', got '%s'" % flag) \
             from None
     for g in gpus:
-        reason = backend.gpu_unavailable_reason(g)
+        reason = backend.unavailable_reason(g)
         if reason:
             raise CaffeError("-gpu %s: %s" % (flag, reason))
     return gpus
@@ -40,15 +38,14 @@ def use_single_device(gpus, cpu_line, gpu_line):
     """Set CPU or GPU mode for test/time, logging as caffe.cpp does at those lines."""
     if gpus:
         glog.info("caffe.cpp:%d" % gpu_line, "Use GPU with device ID %d" % gpus[0])
-        backend.set_device(gpus[0])
-        backend.set_mode_gpu()
+        context.set_device(gpus[0])
+        context.set_mode_gpu()
     else:
         glog.info("caffe.cpp:%d" % cpu_line, "Use CPU.")
-        backend.set_mode_cpu()
+        context.set_mode_cpu()
 
 
 def synchronize():
     """Wait for queued GPU work (timings must not stop before the kernels do)."""
-    if backend.is_gpu():
-        import cupy
-        cupy.cuda.Device().synchronize()
+    if context.is_gpu():
+        backend.synchronize()

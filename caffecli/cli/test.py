@@ -28,7 +28,7 @@ def run_test(model, weights, iterations=50, gpu="", level=0, stages=("",), phase
         loss = f32(loss + f32(net.forward_pass()))
         idx = 0
         for j, (name, blob) in enumerate(zip(net.output_names, net.output_blobs)):
-            values = numpy.asarray(blob.host_data, dtype=f32).reshape(-1)
+            values = numpy.asarray(blob.cpu_data(), dtype=f32).reshape(-1)
             for score in values:
                 if i == 0:
                     scores.append(f32(score))
@@ -43,7 +43,7 @@ def run_test(model, weights, iterations=50, gpu="", level=0, stages=("",), phase
     means = {}
     for score, j in zip(scores, score_output):
         name = net.output_names[j]
-        weight = f32(net.blob_loss_weights[net.output_blob_indices[j]])
+        weight = f32(net.blob_loss_weights[net.output_ids[j]])
         with numpy.errstate(divide="ignore", invalid="ignore"):
             mean = f32(score / f32(iterations))
         extra = ""

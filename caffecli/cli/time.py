@@ -30,27 +30,28 @@ def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
     glog.info("caffe.cpp:356", "Initial loss: " + glog.fmt(numpy.float32(initial_loss)))
     glog.info("caffe.cpp:357", "Performing Backward")
     net.backward_pass()
-    layers = net.layers
+    records = net.records
     glog.info("caffe.cpp:365", "*** Benchmark begins ***")
     glog.info("caffe.cpp:366", "Testing for %d iterations." % iterations)
     synchronize()
     clock = _clock.perf_counter
     total_start = clock()
-    forward_us = [0.0] * len(layers)
-    backward_us = [0.0] * len(layers)
+    forward_us = [0.0] * len(records)
+    backward_us = [0.0] * len(records)
     forward_time = backward_time = 0.0
     for j in range(iterations):
         iter_start = fwd_start = clock()
-        for i, layer in enumerate(layers):
+        for i, rec in enumerate(records):
             t = clock()
-            layer.forward(net.bottom_vecs[i], net.top_vecs[i])
+            rec.layer.Forward(rec.bottoms, rec.tops)
             synchronize()
             forward_us[i] += _us(clock() - t)
         forward_time += _us(clock() - fwd_start)
         bwd_start = clock()
-        for i in range(len(layers) - 1, -1, -1):
+        for i in range(len(records) - 1, -1, -1):
             t = clock()
-            layers[i].backward(net.top_vecs[i], net.bottom_need_backward[i], net.bottom_vecs[i])
+            rec = records[i]
+            rec.layer.Backward(rec.tops, rec.bottom_need_backward, rec.bottoms)
             synchronize()
             backward_us[i] += _us(clock() - t)
         backward_time += _us(clock() - bwd_start)
@@ -58,8 +59,8 @@ def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
                   % (j + 1, glog.fmt(_us(clock() - iter_start) / 1000)))
     glog.info("caffe.cpp:397", "Average time per layer: ")
     n = iterations or float("nan")  # Caffe divides by zero too
-    for i, layer in enumerate(layers):
-        name = layer.layer_param.name
+    for i, rec in enumerate(records):
+        name = rec.name
         glog.info("caffe.cpp:400", "%10s\tforward: %s ms."
                   % (name, glog.fmt(forward_us[i] / 1000 / n)))
         glog.info("caffe.cpp:403", "%10s\tbackward: %s ms."

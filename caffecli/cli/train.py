@@ -2,7 +2,7 @@
 import signal
 import sys
 
-from .. import backend, glog, parallel
+from .. import backend, comms, context, glog
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 from .devices import device_name, parse_gpus
@@ -94,14 +94,14 @@ def _select_devices(param, gpu_flag):
         gpus = parse_gpus(gpu_flag)
     if not gpus:
         glog.info("caffe.cpp:197", "Use CPU.")
-        backend.set_mode_cpu()
+        context.set_mode_cpu()
         return gpus
     glog.info("caffe.cpp:204", "Using GPUs " + ", ".join(str(g) for g in gpus))
     for g in gpus:
         glog.info("caffe.cpp:209", "GPU %d: %s" % (g, device_name(g)))
     param.device_id = gpus[0]
-    backend.set_device(gpus[0])
-    backend.set_mode_gpu()
+    context.set_device(gpus[0])
+    context.set_mode_gpu()
     return gpus
 
 
@@ -127,7 +127,7 @@ def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",
             del param.weights[:]
         if weights:
             param.weights.extend(w for w in weights.split(",") if w)
-        with parallel.solver_group(max(len(gpus), 1)):
+        with context.solver_group(max(len(gpus), 1)):
             solver = get_solver(param)
             progress = Progress(solver)
 
@@ -140,7 +140,8 @@ def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",
                 solver.restore(snapshot)
             glog.info("caffe.cpp:239", "Starting Optimization")
             if len(gpus) > 1:
-                comm = parallel.NcclComm.for_devices(gpus)
+                comm = comms.NcclComm.for_devices(gpus) if not backend.is_standin() \
+                    else comms.ThreadComm(len(gpus))
                 DataParallel(solver, comm, gpus).run(snapshot or None)
             else:
                 solver.solve()

@@ -10,7 +10,7 @@ import re
 import numpy
 
 from .. import glog
-from .. import rng as rng_mod
+from .. import context
 from ..errors import CaffeError
 from . import datum as datum_mod
 from . import db as db_mod
@@ -56,7 +56,7 @@ class DBSource:
         self.rank, self.count = share
         self.offset = 0
         if rand_skip:
-            skip = int(rng_mod.rng().integers(0, rand_skip))
+            skip = int(context.rng().integers(0, rand_skip))
             for _ in range(skip):
                 self._next()
         self._skip_others()
@@ -157,10 +157,10 @@ class ImageListSource:
         self.pos = 0
         self.shuffle_rng = None
         if self.shuffle:
-            self.shuffle_rng = numpy.random.default_rng(int(rng_mod.rng().integers(0, 2 ** 63)))
+            self.shuffle_rng = numpy.random.default_rng(int(context.rng().integers(0, 2 ** 63)))
             self.shuffle_rng.shuffle(self.order)
         if rand_skip:
-            skip = int(rng_mod.rng().integers(0, rand_skip))
+            skip = int(context.rng().integers(0, rand_skip))
             if skip >= len(lines):
                 raise CaffeError("%s: not enough images (%d) to skip %d" % (what, len(lines), skip))
             self.pos = skip

@@ -2,13 +2,13 @@
 
 Every value is ``(pixel - mean) * scale`` as Caffe computes it; crops are random in TRAIN and
 centred in TEST, and the mean file is cropped at the same offset as the image. Randomness comes
-from a private generator seeded from caffecli.rng at construction (Caffe's InitRand), so the
+from a private generator seeded from the run context (context.rng) at construction (Caffe's InitRand), so the
 prefetch thread never races the main thread's random stream.
 """
 import numpy
 
 from .. import glog
-from .. import rng as rng_mod
+from .. import context
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 
@@ -61,7 +61,7 @@ class DataTransformer:
     def init_rand(self):
         """Caffe's InitRand: a private generator seeded from the global stream when needed."""
         if self.needs_rand:
-            seed = int(rng_mod.rng().integers(0, 2 ** 63))
+            seed = int(context.rng().integers(0, 2 ** 63))
             self.rng = numpy.random.default_rng(seed)
         else:
             self.rng = None

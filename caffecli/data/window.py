@@ -6,7 +6,7 @@ then one ``label overlap x1 y1 x2 y2`` line per window.
 """
 import numpy
 
-from .. import rng as rng_mod
+from .. import context
 from ..errors import CaffeError
 from . import image_io
 
@@ -94,7 +94,7 @@ class WindowSource:
         if self.mean_values and len(self.mean_values) not in (1, self.channels):
             raise CaffeError("%s: specify either 1 mean_value or as many as channels: %d"
                              % (what, self.channels))
-        self.rng = numpy.random.default_rng(int(rng_mod.rng().integers(0, 2 ** 63)))
+        self.rng = numpy.random.default_rng(int(context.rng().integers(0, 2 ** 63)))
 
     def first_shape(self):
         return (1, self.channels, self.crop_size, self.crop_size)

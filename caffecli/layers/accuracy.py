@@ -17,7 +17,7 @@ class AccuracyLayer(Layer):
     min_top_blobs = 1
     max_top_blobs = 2
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.accuracy_param
         self.top_k = int(p.top_k)
         self.ignore_label = int(p.ignore_label) if p.HasField("ignore_label") else None
@@ -42,7 +42,7 @@ class AccuracyLayer(Layer):
         if len(top) > 1:
             top[1].reshape((self.num_labels,))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
         scores = bottom[0].data.reshape(self.outer, self.num_labels, self.inner)
@@ -61,6 +61,6 @@ class AccuracyLayer(Layer):
             right = xp.bincount(labels[correct], minlength=k)[:k].astype(dt)
             top[1].data[...] = xp.where(seen == 0, dt.type(0), right / xp.maximum(seen, 1))
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if any(propagate_down):
             raise self.error("Accuracy has no backward pass (Not Implemented)")

@@ -8,7 +8,7 @@ class CropLayer(Layer):
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.crop_param
         dims = bottom[0].num_axes
         start = bottom[0].canonical_axis_index(p.axis)
@@ -42,10 +42,10 @@ class CropLayer(Layer):
         self.slices = tuple(self.slices)
         top[0].reshape(shape)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         top[0].data[...] = bottom[0].data[self.slices]
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             bottom[0].diff[...] = 0
             bottom[0].diff[self.slices] = top[0].diff

@@ -9,7 +9,7 @@ import weakref
 
 import numpy
 
-from .. import backend, glog, parallel
+from .. import context, glog
 from ..data.prefetch import Prefetcher
 from ..data.sources import DBSource, ImageListSource, read_image_list
 from ..data.transformer import DataTransformer
@@ -25,13 +25,15 @@ def _shutdown(prefetcher, source):
 
 
 class PrefetchingDataLayer(Layer):
-    """Base: subclasses build ``self.source`` in ``make_source(top)``."""
+    """Base: subclasses build ``self.source`` in ``make_source(top)``. Batches are made on the
+    host; the next layer takes them to the device, as Caffe's Forward_gpu copies them."""
 
+    device_code = False
     exact_num_bottom_blobs = 0
     min_top_blobs = 1
     max_top_blobs = 2
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         self.output_labels = len(top) > 1
         self.transformer = DataTransformer(self.layer_param.transform_param, self.phase,
                                            what="Layer %s (%s)" % (self.name, self.type))
@@ -61,7 +63,7 @@ class PrefetchingDataLayer(Layer):
     def reshape(self, bottom, top):
         pass
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         try:
             tops, self._state = self.prefetcher.get()
         except CaffeError as e:
@@ -69,7 +71,7 @@ class PrefetchingDataLayer(Layer):
         for blob, arr in zip(top, tops):
             if blob.shape != arr.shape:
                 blob.reshape(arr.shape)
-            blob.data[...] = backend.to_device(arr)
+            blob.data[...] = arr
 
     def get_data_state(self):
         """Where the next forward pass starts reading (JSON-friendly)."""
@@ -97,7 +99,7 @@ class DataLayer(PrefetchingDataLayer):
         tp = self.layer_param.transform_param
         backend_name = "lmdb" if p.backend == p.LMDB else "leveldb"
         # data-parallel ranks read disjoint records in TRAIN; only the root tests
-        share = (parallel.solver_rank(), parallel.solver_count()) \
+        share = (context.solver_rank(), context.solver_count()) \
             if self.phase == caffe_pb2.TRAIN else (0, 1)
         source = DBSource(p.source, backend_name, p.batch_size, self.transformer, dtype,
                           self.output_labels, force_color=tp.force_color,

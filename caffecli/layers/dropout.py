@@ -2,7 +2,7 @@
 1 / (1 - ratio); in TEST pass the input through unchanged (BVLC Caffe's inverted dropout)."""
 import numpy
 
-from .. import backend, rng
+from .. import context
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -11,25 +11,25 @@ from ..registry import register_layer
 @register_layer("Dropout")
 class DropoutLayer(NeuronLayer):
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         self.ratio = self.layer_param.dropout_param.dropout_ratio
         if not 0 <= self.ratio < 1:
             raise self.error("dropout_ratio must be in [0, 1), got %g" % self.ratio)
         self.scale = 1.0 / (1.0 - self.ratio)
         self.mask = None
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         x = bottom[0].data
         if self.phase != caffe_pb2.TRAIN:
             if top[0] is not bottom[0]:
                 top[0].data[...] = x
             return
         # Bernoulli(1 - ratio) keep mask, drawn on the host from the shared generator.
-        keep = rng.rng().random(size=bottom[0].shape) >= self.ratio
-        self.mask = backend.to_device(keep.astype(numpy.dtype(bottom[0].dtype)))
+        keep = context.rng().random(size=bottom[0].shape) >= self.ratio
+        self.mask = self.xp.asarray(keep.astype(numpy.dtype(bottom[0].dtype)))
         top[0].data[...] = x * self.mask * self.scale
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         dy = top[0].diff

@@ -10,10 +10,13 @@ from ..registry import register_layer
 
 @register_layer("DummyData")
 class DummyDataLayer(Layer):
+    """Tops filled on the host by fillers, as Caffe's (CPU-only) DummyData."""
+
+    device_code = False
     exact_num_bottom_blobs = 0
     min_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.dummy_data_param
         n_top, n_fill = len(top), len(p.data_filler)
         if n_fill not in (0, 1, n_top):
@@ -52,7 +55,7 @@ class DummyDataLayer(Layer):
     def reshape(self, bottom, top):
         pass
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         for i, t in enumerate(top):
             if self.refill[i if len(self.refill) > 1 else 0]:
                 fillers.fill(t, self._filler(i))

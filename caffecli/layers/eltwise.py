@@ -15,7 +15,7 @@ class EltwiseLayer(Layer):
     min_bottom_blobs = 2
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.eltwise_param
         if len(p.coeff) not in (0, len(bottom)):
             raise self.error("Eltwise Layer takes one coefficient per bottom blob "
@@ -37,7 +37,7 @@ class EltwiseLayer(Layer):
                                                      b.shape_string()))
         top[0].reshape_like(bottom[0])
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp, out = self.xp, top[0].data
         if self.op == PROD:
             xp.multiply(bottom[0].data, bottom[1].data, out=out)
@@ -59,7 +59,7 @@ class EltwiseLayer(Layer):
                 out[...] = xp.where(better, blob.data, out)
             self.mask = mask
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         xp, grad = self.xp, top[0].diff
         for i, b in enumerate(bottom):
             if not propagate_down[i]:

@@ -5,17 +5,9 @@ import numpy
 from .. import backend
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels.indexing import scatter_add
 from ..layer import Layer
 from ..registry import register_layer
-
-
-def _scatter_add(xp, target, indices, values):
-    """target[indices] += values, summing repeated indices (numpy's ufunc.at or cupyx)."""
-    if xp is numpy:
-        numpy.add.at(target, indices, values)
-    else:
-        import cupyx
-        cupyx.scatter_add(target, indices, values)
 
 
 @register_layer("Embed")
@@ -25,7 +17,7 @@ class EmbedLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.embed_param
         self.N, self.K, self.bias_term = p.num_output, p.input_dim, p.bias_term
         if self.N <= 0:
@@ -55,21 +47,21 @@ class EmbedLayer(Layer):
                              % (bad, self.K, bottom[0].shape_string()))
         return idx
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         idx = self._indices(bottom)
         y = top[0].data.reshape(-1, self.N)
-        y[...] = self.blobs[0].data[idx]
+        y[...] = self.weights[0].data[idx]
         if self.bias_term:
-            y += self.blobs[1].data
+            y += self.weights[1].data
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             raise self.error("Can't backpropagate to EmbedLayer input.")
         dy = top[0].diff.reshape(-1, self.N)
         if self.param_propagate_down[0]:
-            _scatter_add(self.xp, self.blobs[0].diff, self._indices(bottom), dy)
+            scatter_add(self.xp, self.weights[0].diff, self._indices(bottom), dy)
         if self.bias_term and self.param_propagate_down[1]:
-            self.blobs[1].diff[...] += dy.sum(axis=0)
+            self.weights[1].diff[...] += dy.sum(axis=0)
 
 
 @register_layer("Parameter")
@@ -80,7 +72,7 @@ class ParameterLayer(Layer):
     exact_num_bottom_blobs = 0
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         shape = self.layer_param.parameter_param.shape
         if not self.blobs:
             self.blobs = [Blob(shape, dtype=top[0].dtype)]
@@ -90,6 +82,6 @@ class ParameterLayer(Layer):
     def reshape(self, bottom, top):
         pass
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         top[0].share_data(self.blobs[0])
         top[0].share_diff(self.blobs[0])

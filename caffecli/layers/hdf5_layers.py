@@ -8,8 +8,7 @@ import os
 
 import numpy
 
-from .. import backend, glog
-from .. import rng as rng_mod
+from .. import context, glog
 from ..errors import CaffeError
 from ..layer import Layer
 from ..registry import register_layer
@@ -58,10 +57,13 @@ def load_hdf5_file(filename, names, dtype):
 
 @register_layer("HDF5Data")
 class HDF5DataLayer(Layer):
+    """Rows of the listed HDF5 files, read on the host (the next layer takes them to the device)."""
+
+    device_code = False
     exact_num_bottom_blobs = 0
     min_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         if self.layer_param.HasField("transform_param"):
             raise self.error("HDF5Data does not transform data")
         p = self.layer_param.hdf5_data_param
@@ -81,7 +83,7 @@ class HDF5DataLayer(Layer):
             raise self.error("must have at least 1 HDF5 filename listed in %s" % p.source)
         self.file_perm = numpy.arange(len(self.filenames))
         if self.shuffle:
-            rng_mod.rng().shuffle(self.file_perm)
+            context.rng().shuffle(self.file_perm)
         self.current_file = 0
         self._load(self.current_file)
         self.current_row = 0
@@ -109,7 +111,7 @@ class HDF5DataLayer(Layer):
         else:
             self.data_perm = numpy.arange(rows)
             if self.shuffle:
-                rng_mod.rng().shuffle(self.data_perm)
+                context.rng().shuffle(self.data_perm)
 
     def _end_of_file(self):
         """Caffe's Next() at the last row: next file (or loop), reshuffle as configured."""
@@ -118,23 +120,23 @@ class HDF5DataLayer(Layer):
             if self.current_file == len(self.filenames):
                 self.current_file = 0
                 if self.shuffle:
-                    rng_mod.rng().shuffle(self.file_perm)
+                    context.rng().shuffle(self.file_perm)
             self._load(self.current_file)
         self.current_row = 0
         if self.shuffle:
-            rng_mod.rng().shuffle(self.data_perm)
+            context.rng().shuffle(self.data_perm)
 
     def reshape(self, bottom, top):
         pass
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         filled = 0
         while filled < self.batch_size:
             rows = self.arrays[0].shape[0]
             k = min(self.batch_size - filled, rows - self.current_row)
             idx = self.data_perm[self.current_row:self.current_row + k]
             for t, a in zip(top, self.arrays):
-                t.data[filled:filled + k] = backend.to_device(a[idx])
+                t.data[filled:filled + k] = a[idx]
             filled += k
             self.current_row += k
             if self.current_row == rows:
@@ -168,10 +170,11 @@ class HDF5OutputLayer(Layer):
 
     The file is truncated at setup; each forward pass rewrites both datasets with its batch."""
 
+    device_code = False
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 0
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         self.file_name = self.layer_param.hdf5_output_param.file_name
         if not self.file_name:
             raise self.error("hdf5_output_param.file_name is not set")
@@ -185,15 +188,15 @@ class HDF5OutputLayer(Layer):
             raise self.error("data and label must have the same batch size (%s vs %s)"
                              % (bottom[0].shape_string(), bottom[1].shape_string()))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         glog.info("hdf5_output_layer.cpp:31", "Saving HDF5 file " + self.file_name)
         with _h5py().File(self.file_name, "a") as f:
             for name, blob in (("data", bottom[0]), ("label", bottom[1])):
                 if name in f:
                     del f[name]
-                arr = backend.to_host(blob.data).reshape(legacy_shape(blob.shape))
+                arr = blob.data.reshape(legacy_shape(blob.shape))
                 f.create_dataset(name, data=arr)
         glog.info("hdf5_output_layer.cpp:39", "Successfully saved %d rows" % bottom[0].shape[0])
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         pass

@@ -10,7 +10,7 @@ class InnerProductLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.inner_product_param
         self.num_output = p.num_output
         self.bias_term = p.bias_term
@@ -38,25 +38,25 @@ class InnerProductLayer(Layer):
         top[0].reshape(bottom[0].shape[:axis] + (self.num_output,))
 
     def _weight(self):
-        w = self.blobs[0].data
+        w = self.weights[0].data
         return w if self.transpose else w.T  # (K, N)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         x = bottom[0].data.reshape(self.M, self.K)
         y = top[0].data.reshape(self.M, self.num_output)
         self.xp.matmul(x, self._weight(), out=y)
         if self.bias_term:
-            y += self.blobs[1].data
+            y += self.weights[1].data
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         dy = top[0].diff.reshape(self.M, self.num_output)
         x = bottom[0].data.reshape(self.M, self.K)
         if self.param_propagate_down[0]:
             if self.transpose:
-                self.blobs[0].diff[...] += x.T @ dy
+                self.weights[0].diff[...] += x.T @ dy
             else:
-                self.blobs[0].diff[...] += dy.T @ x
+                self.weights[0].diff[...] += dy.T @ x
         if self.bias_term and self.param_propagate_down[1]:
-            self.blobs[1].diff[...] += dy.sum(axis=0)
+            self.weights[1].diff[...] += dy.sum(axis=0)
         if propagate_down[0]:
             bottom[0].diff.reshape(self.M, self.K)[...] = dy @ self._weight().T

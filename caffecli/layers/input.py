@@ -8,7 +8,7 @@ class InputLayer(Layer):
     exact_num_bottom_blobs = 0
     min_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         shapes = self.layer_param.input_param.shape
         n = len(shapes)
         if n not in (0, 1, len(top)):
@@ -21,5 +21,5 @@ class InputLayer(Layer):
     def reshape(self, bottom, top):
         pass
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         pass

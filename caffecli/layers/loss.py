@@ -51,15 +51,33 @@ def int_labels(xp, blob, shape):
     return blob.data.reshape(shape).astype(xp.int64)
 
 
-def label_mask(layer, xp, labels, num_labels, ignore_label=None):
+def label_mask(layer, xp, labels, num_labels, ignore_label=None, defer=False):
     """Boolean mask of the positions that count (not ``ignore_label``); a counted label outside
-    [0, num_labels) is a CaffeError."""
+    [0, num_labels) is a CaffeError. With ``defer`` on the device the check costs no copy:
+    the bad positions are left out and kept, ``poison`` makes the loss NaN, and the layer's
+    explain_nonfinite_loss() names the label when that NaN reaches the host."""
     valid = labels != ignore_label if ignore_label is not None else xp.ones(labels.shape, bool)
     bad = valid & ((labels < 0) | (labels >= num_labels))
-    if bool(bad.any()):
-        v = int(labels[bad].reshape(-1)[0])
-        raise layer.error("label value %d out of range [0, %d)" % (v, num_labels))
+    layer.label_check = (labels, bad, num_labels)
+    if defer and xp is not numpy:
+        return valid & ~bad
+    layer.explain_nonfinite_loss()
     return valid
+
+
+def poison(layer, xp, loss):
+    """``loss``, or NaN when a deferred label check found a bad label (device only)."""
+    if xp is numpy:
+        return loss
+    return xp.where(layer.label_check[1].any(), xp.nan, loss).astype(loss.dtype)
+
+
+def valid_count(layer, xp, valid, normalization, ignore_label):
+    """How many positions count, or -1 for all: read from the device only where the
+    normalization needs it (VALID with an ignore_label), as Caffe's GPU code."""
+    if normalization == _N.VALID and ignore_label is not None:
+        return int(xp.count_nonzero(valid))
+    return -1
 
 
 def ignore_label_of(loss_param):
@@ -80,7 +98,7 @@ class SoftmaxWithLossLayer(LossLayer):
     min_top_blobs = 1
     max_top_blobs = 2
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         if len(top) == 2:
             # Caffe aborts here whatever the weights: 1 default weight for 2 tops, or 2 explicit
             # weights that its internal Softmax (1 top) inherits.
@@ -109,32 +127,29 @@ class SoftmaxWithLossLayer(LossLayer):
     def _dims(self):
         return (self.outer, self.channels, self.inner)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
         self.prob = softmax(xp, bottom[0].data.reshape(self._dims()))
-        labels = int_labels(xp, bottom[1], (self.outer, self.inner))
-        valid = label_mask(self, xp, labels, self.channels, self.ignore_label)
+        self.labels = labels = int_labels(xp, bottom[1], (self.outer, self.inner))
+        self.valid = valid = label_mask(self, xp, labels, self.channels, self.ignore_label,
+                                        defer=True)
         picked = xp.take_along_axis(self.prob, xp.where(valid, labels, 0)[:, None, :], 1)[:, 0]
         logs = xp.log(xp.maximum(picked, dt.type(FLT_MIN)))
         loss = -xp.where(valid, logs, dt.type(0)).sum()
-        count = int(xp.count_nonzero(valid))
-        norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
-        top[0].data[...] = loss / norm
+        count = valid_count(self, xp, valid, self.normalization, self.ignore_label)
+        self.norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
+        top[0].data[...] = poison(self, xp, loss / self.norm)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)
         if not propagate_down[0]:
             return
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
-        labels = int_labels(xp, bottom[1], (self.outer, self.inner))
-        valid = label_mask(self, xp, labels, self.channels, self.ignore_label)
-        onehot = xp.arange(self.channels)[None, :, None] == labels[:, None, :]
-        d = (self.prob - onehot.astype(dt)) * valid[:, None, :].astype(dt)
-        count = int(xp.count_nonzero(valid))
-        norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
-        bottom[0].diff.reshape(self._dims())[...] = d * (loss_weight(top) / norm)
+        onehot = xp.arange(self.channels)[None, :, None] == self.labels[:, None, :]
+        d = (self.prob - onehot.astype(dt)) * self.valid[:, None, :].astype(dt)
+        bottom[0].diff.reshape(self._dims())[...] = d * (loss_weight(top) / self.norm)
 
 
 @register_layer("EuclideanLoss")
@@ -150,13 +165,13 @@ class EuclideanLossLayer(LossLayer):
             raise self.error("Inputs must have the same dimension (%s vs %s)"
                              % (bottom[0].shape_string(), bottom[1].shape_string()))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         self.diff = bottom[0].data - bottom[1].data.reshape(bottom[0].shape)
         flat = self.diff.reshape(-1)
         dt = numpy.dtype(bottom[0].dtype)
         top[0].data[...] = flat.dot(flat) / dt.type(bottom[0].num) / dt.type(2)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         dt = numpy.dtype(bottom[0].dtype)
         for i, sign in ((0, 1), (1, -1)):
             if propagate_down[i]:
@@ -169,7 +184,7 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
     """Cross-entropy of sigmoid(x) against targets in [0, 1], computed stably from x;
     normalization defaults to BATCH_SIZE here (unlike SoftmaxWithLoss)."""
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         lp = self.layer_param.loss_param
         self.ignore_label = ignore_label_of(lp)
         self.normalization = normalization_mode(lp, _N.BATCH_SIZE)
@@ -187,7 +202,7 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
             return None
         return int_labels(self.xp, bottom[1], bottom[0].shape) != self.ignore_label
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
         x = bottom[0].data
@@ -200,12 +215,12 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
             count = x.size
         else:
             term = xp.where(valid, term, dt.type(0))
-            count = int(xp.count_nonzero(valid))
+            count = valid_count(self, xp, valid, self.normalization, self.ignore_label)
         self.normalizer = get_normalizer(self, self.normalization, self.outer, self.inner,
                                          count, dt)
         top[0].data[...] = -term.sum() / self.normalizer
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)
         if not propagate_down[0]:
             return
@@ -232,18 +247,18 @@ class MultinomialLogisticLossLayer(LossLayer):
         num = bottom[0].num
         dim = bottom[0].count() // num
         labels = int_labels(xp, bottom[1], (num,))
-        label_mask(self, xp, labels, dim)
+        labels = xp.where(label_mask(self, xp, labels, dim, defer=True), labels, 0)
         p = bottom[0].data.reshape(num, dim)
         picked = xp.take_along_axis(p, labels[:, None], 1)[:, 0]
         return num, dim, labels, xp.maximum(picked, numpy.dtype(bottom[0].dtype).type(
             LOG_THRESHOLD))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         num, _, _, prob = self._gather(bottom)
         dt = numpy.dtype(bottom[0].dtype)
-        top[0].data[...] = -self.xp.log(prob).sum() / dt.type(num)
+        top[0].data[...] = poison(self, self.xp, -self.xp.log(prob).sum() / dt.type(num))
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)
         if not propagate_down[0]:
             return

@@ -8,7 +8,7 @@ from ..layer import LossLayer
 from ..proto.io import read_blob_proto
 from ..registry import register_layer
 from .loss import (LOG_THRESHOLD, get_normalizer, ignore_label_of, int_labels, label_mask,
-                   loss_weight, refuse_label_backward)
+                   loss_weight, poison, refuse_label_backward, valid_count)
 from .softmax import softmax, split_axis
 
 
@@ -24,7 +24,7 @@ class InfogainLossLayer(LossLayer):
     min_top_blobs = 1
     max_top_blobs = 2
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         lp = self.layer_param.loss_param
         self.ignore_label = ignore_label_of(lp)
         if lp.HasField("normalize"):
@@ -55,7 +55,7 @@ class InfogainLossLayer(LossLayer):
                 "and prediction shape is (N, C, H, W), label count (number of labels) must be "
                 "N*H*W, with integer values in {0, 1, ..., C-1} (prediction %s, label %s)"
                 % (bottom[0].shape_string(), bottom[1].shape_string()))
-        h = self.infogain if len(bottom) < 3 else bottom[2]
+        h = self.infogain.at(self.side, False, False) if len(bottom) < 3 else bottom[2]
         if h.count() != self.num_labels * self.num_labels:
             raise self.error("H must be %dx%d (got %s)"
                              % (self.num_labels, self.num_labels, h.shape_string()))
@@ -64,44 +64,45 @@ class InfogainLossLayer(LossLayer):
 
     def _matrix(self, bottom):
         """H as a (K, K) array in the bottom's dtype."""
-        h = self.infogain if len(bottom) < 3 else bottom[2]
+        h = self.infogain.at(self.side, False, False) if len(bottom) < 3 else bottom[2]
         k = self.num_labels
         return h.data.reshape(k, k).astype(bottom[0].dtype, copy=False)
 
     def _labels(self, bottom):
         labels = int_labels(self.xp, bottom[1], (self.outer, self.inner))
-        valid = label_mask(self, self.xp, labels, self.num_labels, self.ignore_label)
+        valid = label_mask(self, self.xp, labels, self.num_labels, self.ignore_label, defer=True)
         return self.xp.where(valid, labels, 0), valid
 
     def _normalizer(self, valid, dt):
-        count = int(self.xp.count_nonzero(valid))
+        count = valid_count(self, self.xp, valid, self.normalization, self.ignore_label)
         return get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
         dims = (self.outer, self.num_labels, self.inner)
         self.prob = softmax(xp, bottom[0].data.reshape(dims))
-        labels, valid = self._labels(bottom)
+        self.labels, self.valid = labels, valid = self._labels(bottom)
+        self.norm = self._normalizer(valid, dt)
         rows = self._matrix(bottom)[labels].transpose(0, 2, 1)  # (outer, K, inner): H[label, l]
         logs = xp.log(xp.maximum(self.prob, dt.type(LOG_THRESHOLD)))
         per_pos = (rows * logs).sum(axis=1)
         loss = -xp.where(valid, per_pos, dt.type(0)).sum()
-        top[0].data[...] = loss / self._normalizer(valid, dt)
+        top[0].data[...] = poison(self, xp, loss / self.norm)
         if len(top) == 2:
             top[1].data.reshape(dims)[...] = self.prob
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)
         refuse_label_backward(self, propagate_down, 2, "infogain")
         if not propagate_down[0]:
             return
         dt = numpy.dtype(bottom[0].dtype)
-        labels, valid = self._labels(bottom)
+        labels, valid = self.labels, self.valid
         h = self._matrix(bottom)
         row_sums = h.sum(axis=1)
         rows = h[labels].transpose(0, 2, 1)
         d = self.prob * row_sums[labels][:, None, :] - rows
         d = d * valid[:, None, :].astype(dt)
-        scale = loss_weight(top) / self._normalizer(valid, dt)
+        scale = loss_weight(top) / self.norm
         bottom[0].diff.reshape(self.prob.shape)[...] = d * scale

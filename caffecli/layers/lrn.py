@@ -16,7 +16,7 @@ class LRNLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.lrn_param
         self.size = int(p.local_size)
         if self.size % 2 != 1:
@@ -48,7 +48,7 @@ class LRNLayer(Layer):
             out += padded[:, o:o + c]
         return out
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].data
         dt = x.dtype.type
@@ -63,7 +63,7 @@ class LRNLayer(Layer):
             self.power = xp.power(self.base, dt(-self.beta))
             top[0].data[...] = x * self.power
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         xp = self.xp

@@ -84,13 +84,13 @@ class LSTMUnitLayer(Layer):
         return (bottom[0].data.reshape(n, self.H), bottom[1].data.reshape(n, 4 * self.H),
                 bottom[2].data.reshape(n))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         c_prev, gates, cont = self._inputs(bottom)
         c, h, _ = cell_forward(self.xp, c_prev, gates, cont)
         top[0].data[...] = c.reshape(top[0].shape)
         top[1].data[...] = h.reshape(top[1].shape)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[2]:
             raise self.error("Cannot backpropagate to sequence indicators.")
         if not (propagate_down[0] or propagate_down[1]):

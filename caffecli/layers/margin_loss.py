@@ -4,7 +4,7 @@ import numpy
 from ..layer import LossLayer
 from ..proto import caffe_pb2
 from ..registry import register_layer
-from .loss import int_labels, label_mask, loss_weight, refuse_label_backward
+from .loss import int_labels, label_mask, loss_weight, poison, refuse_label_backward
 
 _H = caffe_pb2.HingeLossParameter
 
@@ -14,7 +14,7 @@ class HingeLossLayer(LossLayer):
     """sum_k max(0, 1 - s_k x_k) / num (L1) or its squares (L2), s = +1 at the label, -1
     elsewhere. Like Caffe, forward leaves the margins max(0, 1 - s x) in bottom[0]'s diff."""
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         self.norm = self.layer_param.hinge_loss_param.norm
         if self.norm not in (_H.L1, _H.L2):
             raise self.error("Unknown Norm %d" % self.norm)
@@ -22,27 +22,28 @@ class HingeLossLayer(LossLayer):
     def _flip_label_entries(self, a, labels):
         a[self.xp.arange(a.shape[0]), labels] *= -1
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
         num = bottom[0].num
         dim = bottom[0].count() // num
         if bottom[1].count() < num:
             raise self.error("need %d labels, got %s" % (num, bottom[1].shape_string()))
-        self.labels = int_labels(xp, bottom[1], (-1,))[:num]
-        label_mask(self, xp, self.labels, dim)
+        labels = int_labels(xp, bottom[1], (-1,))[:num]
+        self.labels = xp.where(label_mask(self, xp, labels, dim, defer=True), labels, 0)
         m = bottom[0].data.reshape(num, dim).copy()
         self._flip_label_entries(m, self.labels)
         m = xp.maximum(dt.type(0), dt.type(1) + m)
         self.margins = m
-        bottom[0].diff.reshape(num, dim)[...] = m  # Caffe's scratch use of the bottom diff
+        # Caffe's scratch use of the bottom diff (mutable_cpu_diff in Forward)
+        bottom[0].writable().diff.reshape(num, dim)[...] = m
         if self.norm == _H.L1:
             total = xp.abs(m).sum()
         else:
             total = m.reshape(-1).dot(m.reshape(-1))
-        top[0].data[...] = total / dt.type(num)
+        top[0].data[...] = poison(self, xp, total / dt.type(num))
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)
         if not propagate_down[0]:
             return
@@ -68,7 +69,7 @@ class ContrastiveLossLayer(LossLayer):
     def allow_force_backward(self, bottom_index):
         return bottom_index != 2
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         a, b, y = bottom
         if (a.channels != b.channels or (a.height, a.width, b.height, b.width) != (1, 1, 1, 1)
                 or (y.channels, y.height, y.width) != (1, 1, 1)):
@@ -85,7 +86,7 @@ class ContrastiveLossLayer(LossLayer):
             raise self.error("feature shapes %s and %s and label %s do not pair up"
                              % (a.shape_string(), b.shape_string(), y.shape_string()))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
         num, ch = bottom[0].num, bottom[0].channels
@@ -100,7 +101,7 @@ class ContrastiveLossLayer(LossLayer):
         per_pair = xp.where(self.similar, self.dist_sq, dissimilar)
         top[0].data[...] = per_pair.sum() / dt.type(num) / dt.type(2)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
         margin = dt.type(self.layer_param.contrastive_loss_param.margin)

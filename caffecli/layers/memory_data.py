@@ -15,10 +15,13 @@ from ..registry import register_layer
 
 @register_layer("MemoryData")
 class MemoryDataLayer(Layer):
+    """Batches of user-supplied host arrays (the next layer takes them to the device)."""
+
+    device_code = False
     exact_num_bottom_blobs = 0
     exact_num_top_blobs = 2
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.memory_data_param
         self.batch_size, self.channels = int(p.batch_size), int(p.channels)
         self.height, self.width = int(p.height), int(p.width)
@@ -79,16 +82,15 @@ class MemoryDataLayer(Layer):
     def reshape(self, bottom, top):
         pass
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         if self.data is None:
             raise self.error("MemoryData needs to be initialized by calling set_input_arrays "
                              "(reset) first")
         b = self.batch_size
         top[0].reshape((b,) + self.item_shape)
         top[1].reshape((b, 1, 1, 1))
-        top[0].data[...] = backend.to_device(self.data[self.pos:self.pos + b].astype(top[0].dtype))
-        top[1].data[...] = backend.to_device(
-            self.labels[self.pos:self.pos + b].reshape(b, 1, 1, 1).astype(top[1].dtype))
+        top[0].data[...] = self.data[self.pos:self.pos + b]
+        top[1].data[...] = self.labels[self.pos:self.pos + b].reshape(b, 1, 1, 1)
         self.pos = (self.pos + b) % self.n
         if self.pos == 0:
             self.has_new_data = False

@@ -31,7 +31,7 @@ def _step(x, below):
 class ReLULayer(NeuronLayer):
     """max(x, 0) + negative_slope * min(x, 0)."""
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         x = bottom[0].data
         slope = self.layer_param.relu_param.negative_slope
         if slope:
@@ -40,7 +40,7 @@ class ReLULayer(NeuronLayer):
         else:
             self.xp.maximum(x, 0, out=top[0].data)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         x = bottom[0].data  # in place: top data equals max(x,0), same sign test
@@ -54,7 +54,7 @@ class ReLULayer(NeuronLayer):
 class PReLULayer(NeuronLayer):
     """ReLU with a learned negative slope per channel (or one shared), default 0.25."""
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         if bottom[0].num_axes < 2:
             raise self.error("Number of axes of bottom blob must be >=2, got %s"
                              % bottom[0].shape_string())
@@ -81,14 +81,14 @@ class PReLULayer(NeuronLayer):
 
     def _slope(self):
         """The slope broadcastable against the bottom viewed as (num, channels, rest)."""
-        s = self.blobs[0].data
+        s = self.weights[0].data
         return s.reshape(1, 1, 1) if self.channel_shared else s.reshape(1, -1, 1)
 
     def _view(self, a, bottom):
         b = bottom[0]
         return a.reshape(b.shape[0], b.channels, b.count(2))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].data
         if top[0] is bottom[0]:  # keep the input for backward, as Caffe's bottom_memory_
@@ -97,7 +97,7 @@ class PReLULayer(NeuronLayer):
         y = xp.maximum(x, 0) + self._slope() * xp.minimum(x, 0)
         self._view(top[0].data, bottom)[...] = y
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         xp = self.xp
         x = self.bottom_memory if top[0] is bottom[0] else bottom[0].data
         x = self._view(x, bottom)
@@ -106,9 +106,9 @@ class PReLULayer(NeuronLayer):
         if self.param_propagate_down[0]:
             contrib = dy * x * (x <= 0)
             if self.channel_shared:
-                self.blobs[0].diff[...] += contrib.sum()
+                self.weights[0].diff[...] += contrib.sum()
             else:
-                self.blobs[0].diff[...] += contrib.sum(axis=(0, 2))
+                self.weights[0].diff[...] += contrib.sum(axis=(0, 2))
         if propagate_down[0]:
             xp.multiply(dy, _step(x, self._slope()), out=self._view(bottom[0].diff, bottom))
 
@@ -117,13 +117,13 @@ class PReLULayer(NeuronLayer):
 class ELULayer(NeuronLayer):
     """x for x > 0, alpha * (exp(x) - 1) otherwise."""
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].data
         alpha = self.layer_param.elu_param.alpha
         top[0].data[...] = xp.maximum(x, 0) + alpha * (xp.exp(xp.minimum(x, 0)) - 1)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         x, y, dy = bottom[0].data, top[0].data, top[0].diff
@@ -135,10 +135,10 @@ class ELULayer(NeuronLayer):
 class SigmoidLayer(NeuronLayer):
     """1 / (1 + exp(-x))."""
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         top[0].data[...] = sigmoid(self.xp, bottom[0].data)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             y = top[0].data
             bottom[0].diff[...] = top[0].diff * y * (1 - y)
@@ -148,10 +148,10 @@ class SigmoidLayer(NeuronLayer):
 class TanHLayer(NeuronLayer):
     """tanh(x)."""
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         self.xp.tanh(bottom[0].data, out=top[0].data)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             y = top[0].data
             bottom[0].diff[...] = top[0].diff * (1 - y * y)
@@ -161,14 +161,14 @@ class TanHLayer(NeuronLayer):
 class AbsValLayer(NeuronLayer):
     """|x|; Caffe refuses in-place use (backward needs the sign of the input)."""
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         if top[0] is bottom[0]:
             raise self.error("AbsVal Layer does not allow in-place computation.")
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         self.xp.abs(bottom[0].data, out=top[0].data)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             bottom[0].diff[...] = self.xp.sign(bottom[0].data) * top[0].diff
 
@@ -177,12 +177,12 @@ class AbsValLayer(NeuronLayer):
 class BNLLLayer(NeuronLayer):
     """Binomial normal log likelihood, log(1 + exp(x)), computed without overflow."""
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].data
         top[0].data[...] = xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             xp = self.xp
             e = xp.exp(xp.minimum(bottom[0].data, BNLL_THRESHOLD))
@@ -193,13 +193,13 @@ class BNLLLayer(NeuronLayer):
 class SwishLayer(NeuronLayer):
     """x * sigmoid(beta * x)."""
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         x = bottom[0].data
         beta = self.layer_param.swish_param.beta
         self.sigmoid_out = sigmoid(self.xp, x * beta)
         top[0].data[...] = x * self.sigmoid_out
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             beta = self.layer_param.swish_param.beta
             by = top[0].data * beta
@@ -211,12 +211,12 @@ class SwishLayer(NeuronLayer):
 class ClipLayer(NeuronLayer):
     """max(min, min(x, max)); the gradient passes where min <= x <= max."""
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         p = self.layer_param.clip_param
         xp = self.xp
         top[0].data[...] = xp.maximum(xp.minimum(bottom[0].data, p.max), p.min)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             p = self.layer_param.clip_param
             x, dy = bottom[0].data, top[0].diff
@@ -227,11 +227,11 @@ class ClipLayer(NeuronLayer):
 class ThresholdLayer(NeuronLayer):
     """1 where x > threshold, else 0; not differentiable (Caffe has no backward)."""
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         t = self.layer_param.threshold_param.threshold
         top[0].data[...] = bottom[0].data > t
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if any(propagate_down):
             raise self.error("Backward is not implemented (the threshold function is not "
                              "differentiable)")

@@ -17,7 +17,7 @@ class BatchNormLayer(NeuronLayer):
     scale factor (a running normalizer), which the forward pass in TRAIN keeps up to date.
     """
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.batch_norm_param
         self.moving_average_fraction = p.moving_average_fraction
         self.use_global_stats = self.phase == caffe_pb2.TEST
@@ -70,15 +70,15 @@ class BatchNormLayer(NeuronLayer):
             per_item *= a.dtype.type(scale)
         return per_item.sum(axis=0)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         b = bottom[0]
         x = self._view(b.data, bottom)
         n = b.shape[0] * x.shape[2]  # values per channel
         if self.use_global_stats:
-            s = float(self.blobs[2].data.reshape(-1)[0])
+            s = float(self.weights[2].data.reshape(-1)[0])
             factor = 0.0 if s == 0 else 1.0 / s
-            mean = self.blobs[0].data * factor
-            var = self.blobs[1].data * factor
+            mean = self.weights[0].data * factor
+            var = self.weights[1].data * factor
         else:
             mean = self._channel_sum(x, scale=1.0 / n)
         x_norm = self._scratch("x_norm", x)  # x - mean now, divided by the std below
@@ -86,16 +86,16 @@ class BatchNormLayer(NeuronLayer):
         if not self.use_global_stats:
             var = self._channel_sum(x_norm, x_norm, 1.0 / n)
             maf = self.moving_average_fraction
-            self.blobs[2].data[...] = self.blobs[2].data * maf + 1
-            self.blobs[0].data[...] = mean + self.blobs[0].data * maf
+            self.weights[2].data[...] = self.weights[2].data * maf + 1
+            self.weights[0].data[...] = mean + self.weights[0].data * maf
             m = b.count() // self.channels
             correction = m / (m - 1.0) if m > 1 else 1.0
-            self.blobs[1].data[...] = var * correction + self.blobs[1].data * maf
+            self.weights[1].data[...] = var * correction + self.weights[1].data * maf
         self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
         x_norm /= self.std
         self._view(top[0].data, bottom)[...] = x_norm
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         xp = self.xp
@@ -131,7 +131,7 @@ class MVNLayer(NeuronLayer):
         groups = b.num if self.layer_param.mvn_param.across_channels else b.num * b.channels
         return a.reshape(groups, -1) if groups else a.reshape(0, 0)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         p = self.layer_param.mvn_param
         x = self._rows(bottom[0].data, bottom)
         dim = x.shape[1]
@@ -142,7 +142,7 @@ class MVNLayer(NeuronLayer):
             centered = centered / self.std
         self._rows(top[0].data, bottom)[...] = centered
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         p = self.layer_param.mvn_param

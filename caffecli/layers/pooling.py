@@ -11,7 +11,7 @@ import numpy
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import register_layer
-from .. import rng
+from .. import context
 
 PP = caffe_pb2.PoolingParameter
 FLT_MAX = float(numpy.finfo(numpy.float32).max)
@@ -237,7 +237,7 @@ class PoolingLayer(Layer):
         super().__init__(param)
         self.max_top_blobs = 2 if param.pooling_param.pool == PP.MAX else 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.pooling_param
         if p.pool not in (PP.MAX, PP.AVE, PP.STOCHASTIC):
             raise self.error("Unknown pooling method.")
@@ -259,7 +259,7 @@ class PoolingLayer(Layer):
         if len(top) > 1:
             top[1].reshape(shape)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].data
         pool = self.layer_param.pooling_param.pool
@@ -271,13 +271,13 @@ class PoolingLayer(Layer):
         elif pool == PP.AVE:
             out = ave_pool(xp, x, self.geo)
         elif self.phase == caffe_pb2.TRAIN:
-            u = xp.asarray(rng.rng().uniform(0, 1, size=top[0].shape).astype(x.dtype))
+            u = xp.asarray(context.rng().uniform(0, 1, size=top[0].shape).astype(x.dtype))
             out, self.arg = stochastic_pool_train(xp, x, self.geo, u)
         else:
             out = stochastic_pool_test(xp, x, self.geo)
         top[0].data[...] = out
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         xp = self.xp
@@ -319,7 +319,7 @@ class SPPLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.spp_param
         if p.pyramid_height < 1:
             raise self.error("pyramid_height must be at least 1")
@@ -343,7 +343,7 @@ class SPPLayer(Layer):
         else:
             top[0].reshape(n, sum(c * g.out_hw[0] * g.out_hw[1] for g in self.levels))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].data
         pool = self.layer_param.spp_param.pool
@@ -359,7 +359,7 @@ class SPPLayer(Layer):
                 y = ave_pool(xp, x, g)
             elif self.phase == caffe_pb2.TRAIN:
                 shape = x.shape[:2] + tuple(g.out_hw)
-                u = xp.asarray(rng.rng().uniform(0, 1, size=shape).astype(x.dtype))
+                u = xp.asarray(context.rng().uniform(0, 1, size=shape).astype(x.dtype))
                 y, arg = stochastic_pool_train(xp, x, g, u)
             else:
                 y = stochastic_pool_test(xp, x, g)
@@ -368,7 +368,7 @@ class SPPLayer(Layer):
             out[:, col:col + width] = y.reshape(n, width)
             col += width
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         xp = self.xp

@@ -13,12 +13,12 @@ from ..registry import register_layer
 class PowerLayer(NeuronLayer):
     """(shift + scale * x) ^ power."""
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.power_param
         self.power, self.scale, self.shift = p.power, p.scale, p.shift
         self.diff_scale = self.power * self.scale
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         y = top[0].data
         if self.diff_scale == 0:  # the input does not matter
             y[...] = 1.0 if self.power == 0 else _pow(self.shift, self.power)
@@ -32,7 +32,7 @@ class PowerLayer(NeuronLayer):
             v = v ** self.power
         y[...] = v
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         ds, power, scale, shift = self.diff_scale, self.power, self.scale, self.shift
@@ -84,7 +84,7 @@ def _log_base(layer, base):
 class ExpLayer(NeuronLayer):
     """base ^ (shift + scale * x); base -1 means e."""
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.exp_param
         log_base = _log_base(self, p.base)
         self.inner_scale = log_base * p.scale
@@ -93,7 +93,7 @@ class ExpLayer(NeuronLayer):
         else:
             self.outer_scale = p.base ** p.shift if p.base != -1 else math.exp(p.shift)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         x = bottom[0].data
         v = x if self.inner_scale == 1 else x * self.inner_scale
         v = self.xp.exp(v)
@@ -101,7 +101,7 @@ class ExpLayer(NeuronLayer):
             v *= self.outer_scale
         top[0].data[...] = v
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         g = top[0].data * top[0].diff
@@ -114,7 +114,7 @@ class ExpLayer(NeuronLayer):
 class LogLayer(NeuronLayer):
     """log_base(shift + scale * x); base -1 means e."""
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.log_param
         log_base = _log_base(self, p.base)
         if log_base == 0:
@@ -130,13 +130,13 @@ class LogLayer(NeuronLayer):
             x = x + self.input_shift
         return x
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         v = self.xp.log(self._shifted(bottom[0].data))
         if self.base_scale != 1:
             v *= self.base_scale
         top[0].data[...] = v
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         # Caffe's in-place steps on the bottom diff (which is the top diff when in place).

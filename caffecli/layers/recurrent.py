@@ -36,7 +36,7 @@ class RecurrentLayer(Layer):
     def param_shapes(self, H, D, S):
         raise NotImplementedError
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         rp = self.layer_param.recurrent_param
         x = bottom[0]
         if x.num_axes < 2:
@@ -147,13 +147,13 @@ class RecurrentLayer(Layer):
         """Gradients of the input transforms (x and x_static), given d(W x_t + b)."""
         d2 = d_in.reshape(self.T * self.N, -1)
         x2 = bottom[0].data.reshape(self.T * self.N, self.D)
-        self.blobs[w_idx].diff[...] += d2.T @ x2
-        self.blobs[b_idx].diff[...] += d2.sum(axis=0)
-        bottom[0].diff.reshape(self.T * self.N, self.D)[...] = d2 @ self.blobs[w_idx].data
+        self.weights[w_idx].diff[...] += d2.T @ x2
+        self.weights[b_idx].diff[...] += d2.sum(axis=0)
+        bottom[0].diff.reshape(self.T * self.N, self.D)[...] = d2 @ self.weights[w_idx].data
         if self.static_input:
             xs2 = bottom[2].data.reshape(self.N, -1)
-            self.blobs[ws_idx].diff[...] += d_static.T @ xs2
-            bottom[2].diff.reshape(self.N, -1)[...] = d_static @ self.blobs[ws_idx].data
+            self.weights[ws_idx].diff[...] += d_static.T @ xs2
+            bottom[2].diff.reshape(self.N, -1)[...] = d_static @ self.weights[ws_idx].data
 
 
 @register_layer("LSTM")
@@ -171,11 +171,11 @@ class LSTMLayer(RecurrentLayer):
         shapes.append(("W_hc", (4 * H, H), rp.weight_filler))
         return shapes
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
-        w_hc = self.blobs[-1].data
-        gates_x = self.input_transform(bottom, self.blobs[0].data, self.blobs[1].data)
-        static = self.static_transform(bottom, self.blobs[2].data) if self.static_input else None
+        w_hc = self.weights[-1].data
+        gates_x = self.input_transform(bottom, self.weights[0].data, self.weights[1].data)
+        static = self.static_transform(bottom, self.weights[2].data) if self.static_input else None
         cont = bottom[1].data
         h, c = self.initial_states(bottom)
         out = top[0].data
@@ -193,11 +193,11 @@ class LSTMLayer(RecurrentLayer):
             self.steps.append((c_prev, acts))
         self.finish_forward(top, [h, c])
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[1]:
             raise self.error("Cannot backpropagate to sequence indicators.")
         xp = self.xp
-        w_hc = self.blobs[-1]
+        w_hc = self.weights[-1]
         cont = bottom[1].data
         dh_out = top[0].diff
         d_gates_x = xp.empty((self.T, self.N, 4 * self.H), dtype=dh_out.dtype)
@@ -232,12 +232,12 @@ class RNNLayer(RecurrentLayer):
                    ("b_o", (H,), rp.bias_filler)]
         return shapes
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         k = 2 + self.static_input
-        w_hh, w_ho, b_o = (b.data for b in self.blobs[k:k + 3])
-        pre_x = self.input_transform(bottom, self.blobs[0].data, self.blobs[1].data)
-        static = self.static_transform(bottom, self.blobs[2].data) if self.static_input else None
+        w_hh, w_ho, b_o = (b.data for b in self.weights[k:k + 3])
+        pre_x = self.input_transform(bottom, self.weights[0].data, self.weights[1].data)
+        static = self.static_transform(bottom, self.weights[2].data) if self.static_input else None
         cont = bottom[1].data
         h, = self.initial_states(bottom)
         out = top[0].data
@@ -257,12 +257,12 @@ class RNNLayer(RecurrentLayer):
         out[...] = self.o_all
         self.finish_forward(top, [h])
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[1]:
             raise self.error("Cannot backpropagate to sequence indicators.")
         xp = self.xp
         k = 2 + self.static_input
-        w_hh, w_ho, b_o = self.blobs[k:k + 3]
+        w_hh, w_ho, b_o = self.weights[k:k + 3]
         cont = bottom[1].data
         H = self.H
         # The output layer does not recur: its gradients for all steps at once.

@@ -1,5 +1,4 @@
 """Reduction (SUM, ASUM, SUMSQ, MEAN over the trailing axes) and ArgMax (top-k indices/values)."""
-import numpy
 
 from ..layer import Layer
 from ..proto import caffe_pb2
@@ -16,7 +15,7 @@ class ReductionLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         self.op = self.layer_param.reduction_param.operation
         if self.op not in _OPS:
             raise self.error("Unknown reduction op: %d" % self.op)
@@ -37,7 +36,7 @@ class ReductionLayer(Layer):
             coeff = coeff / b.dtype.type(self.dim)  # Caffe folds 1/dim into the coefficient
         self.coeff = b.dtype.type(coeff)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         x = bottom[0].data.reshape(self.num, self.dim)
         if self.op in (_R.SUM, _R.MEAN):
             r = x.sum(axis=1)
@@ -49,7 +48,7 @@ class ReductionLayer(Layer):
             r = r * self.coeff
         top[0].data.reshape(self.num)[...] = r
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         scale = (top[0].diff.reshape(self.num, 1) * self.coeff)
@@ -72,7 +71,7 @@ class ArgMaxLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.argmax_param
         self.out_max_val = bool(p.out_max_val)
         self.top_k = int(p.top_k)
@@ -111,16 +110,11 @@ class ArgMaxLayer(Layer):
     def _ranked(self, x):
         """Order of the last axis: descending value, larger index first on ties."""
         xp = self.xp
-        rev = -x[..., ::-1]
-        if xp is numpy:
-            order = numpy.argsort(rev, axis=-1, kind="stable")
-        else:  # cupy's sort is stable
-            order = xp.argsort(rev, axis=-1)
-        order = order[..., :self.top_k]
+        order = xp.argsort(-x[..., ::-1], axis=-1, kind="stable")[..., :self.top_k]
         idx = x.shape[-1] - 1 - order
         return idx, xp.take_along_axis(x, idx, axis=-1)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         b, dt = bottom[0], top[0].dtype
         if self.has_axis:
             outer, dim = b.count(0, self.axis), b.shape[self.axis]
@@ -137,6 +131,6 @@ class ArgMaxLayer(Layer):
             if self.out_max_val:
                 out[:, 1] = val
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if any(propagate_down):
             raise self.error("ArgMax has no backward pass (Not Implemented)")

@@ -44,7 +44,7 @@ class BiasLayer(Layer):
     max_bottom_blobs = 2
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         if len(bottom) == 1 and not self.blobs:
             p = self.layer_param.bias_param
             shape = _param_shape(self, bottom, p.axis, p.num_axes, "bias")
@@ -52,20 +52,20 @@ class BiasLayer(Layer):
         self.param_propagate_down = [True] * len(self.blobs)
 
     def reshape(self, bottom, top):
-        bias = bottom[1] if len(bottom) > 1 else self.blobs[0]
+        bias = bottom[1] if len(bottom) > 1 else self.weights[0]
         self.dims = _broadcast_dims(self, bottom, bias, self.layer_param.bias_param.axis, "bias")
         if top[0] is not bottom[0]:
             top[0].reshape_like(bottom[0])
 
-    def forward_impl(self, bottom, top):
-        bias = (bottom[1] if len(bottom) > 1 else self.blobs[0]).data
+    def forward(self, bottom, top):
+        bias = (bottom[1] if len(bottom) > 1 else self.weights[0]).data
         outer, dim, inner = self.dims
         y = top[0].data.reshape(outer, dim, inner)
         if top[0] is not bottom[0]:
             y[...] = bottom[0].data.reshape(outer, dim, inner)
         y += bias.reshape(1, dim, 1)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[0] and top[0] is not bottom[0]:
             bottom[0].diff[...] = top[0].diff
         learned = len(bottom) == 1
@@ -73,7 +73,7 @@ class BiasLayer(Layer):
             outer, dim, inner = self.dims
             total = top[0].diff.reshape(outer, dim, inner).sum(axis=(0, 2))
             if learned:
-                self.blobs[0].diff.reshape(-1)[...] += total
+                self.weights[0].diff.reshape(-1)[...] += total
             else:
                 bottom[1].diff.reshape(-1)[...] = total
 
@@ -86,7 +86,7 @@ class ScaleLayer(Layer):
     max_bottom_blobs = 2
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.scale_param
         if len(bottom) == 1 and not self.blobs:
             shape = _param_shape(self, bottom, p.axis, p.num_axes, "scale")
@@ -101,8 +101,8 @@ class ScaleLayer(Layer):
             bp.bias_param.axis = p.axis
             bp.bias_param.num_axes = bottom[1].num_axes if len(bottom) > 1 else p.num_axes
             bp.bias_param.filler.CopyFrom(p.bias_filler)
-            self.bias_layer = create_layer(bp)
-            self.bias_layer.setup([bottom[0]], top)
+            self.bias_layer = create_layer(bp, self.net_dtype)
+            self.bias_layer.SetUp([bottom[0].blob], [t.blob for t in top])
             if len(self.blobs) + len(bottom) < 3:
                 self.bias_param_id = len(self.blobs)
                 self.blobs.append(self.bias_layer.blobs[0])
@@ -112,29 +112,29 @@ class ScaleLayer(Layer):
         self.param_propagate_down = [True] * len(self.blobs)
 
     def reshape(self, bottom, top):
-        scale = bottom[1] if len(bottom) > 1 else self.blobs[0]
+        scale = bottom[1] if len(bottom) > 1 else self.weights[0]
         self.dims = _broadcast_dims(self, bottom, scale, self.layer_param.scale_param.axis,
                                     "scale")
         if top[0] is not bottom[0]:
             top[0].reshape_like(bottom[0])
         if self.bias_layer is not None:
-            self.bias_layer.reshape([top[0]], top)
+            self.bias_layer.Reshape([top[0].blob], [top[0].blob])
 
-    def forward_impl(self, bottom, top):
-        scale = (bottom[1] if len(bottom) > 1 else self.blobs[0]).data
+    def forward(self, bottom, top):
+        scale = (bottom[1] if len(bottom) > 1 else self.weights[0]).data
         outer, dim, inner = self.dims
         x = bottom[0].data.reshape(outer, dim, inner)
         if top[0] is bottom[0]:  # keep the input for the scale gradient
             self.bottom_copy = x.copy()
         top[0].data.reshape(outer, dim, inner)[...] = x * scale.reshape(1, dim, 1)
         if self.bias_layer is not None:
-            self.bias_layer.forward([top[0]], top)
+            self.bias_layer.Forward([top[0].blob], [top[0].blob])
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if self.bias_layer is not None and self.param_propagate_down[-1]:
-            self.bias_layer.backward(top, [False], [top[0]])
+            self.bias_layer.Backward([top[0].blob], [False], [top[0].blob])
         learned = len(bottom) == 1
-        scale = self.blobs[0] if learned else bottom[1]
+        scale = self.weights[0] if learned else bottom[1]
         outer, dim, inner = self.dims
         dy = top[0].diff.reshape(outer, dim, inner)
         in_place = top[0] is bottom[0]

@@ -36,11 +36,11 @@ class SoftmaxLayer(Layer):
         self.dims = split_axis(bottom[0], self.axis)
         top[0].reshape_like(bottom[0])
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         y = softmax(self.xp, bottom[0].data.reshape(self.dims))
         top[0].data.reshape(self.dims)[...] = y
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         d = softmax_backward(top[0].data.reshape(self.dims), top[0].diff.reshape(self.dims))

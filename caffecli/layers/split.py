@@ -15,10 +15,10 @@ class SplitLayer(Layer):
             t.reshape_like(bottom[0])
             t.share_data(bottom[0])
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         pass  # tops share the bottom's data
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         d = bottom[0].diff

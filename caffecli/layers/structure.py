@@ -3,6 +3,7 @@ Flatten, Reshape, Tile, Silence, BatchReindex and Filter)."""
 import numpy
 
 from .. import backend
+from ..kernels.indexing import scatter_add
 from ..layer import Layer
 from ..registry import register_layer
 
@@ -35,15 +36,6 @@ def _canonical(layer, blob, axis, what="axis"):
     return axis + n if axis < 0 else axis
 
 
-def _scatter_add(xp, target, index, values):
-    """target[index] += values with repeated indices accumulating (numpy or cupy)."""
-    if hasattr(xp.add, "at"):
-        xp.add.at(target, index, values)
-    else:  # older cupy
-        import cupyx
-        cupyx.scatter_add(target, index, values)
-
-
 @register_layer("Concat")
 class ConcatLayer(Layer):
     """Joins the bottoms along one axis; with a single bottom the top shares it."""
@@ -51,7 +43,7 @@ class ConcatLayer(Layer):
     min_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.concat_param
         if p.HasField("axis") and p.HasField("concat_dim"):
             raise self.error("Either axis or concat_dim should be specified; not both.")
@@ -77,7 +69,7 @@ class ConcatLayer(Layer):
             top[0].share_data(bottom[0])
             top[0].share_diff(bottom[0])
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         if len(bottom) == 1:
             return
         out, offset = top[0].data, 0
@@ -86,7 +78,7 @@ class ConcatLayer(Layer):
             out[_along(self.axis, offset, offset + n)] = b.data
             offset += n
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if len(bottom) == 1:
             return
         grad, offset = top[0].diff, 0
@@ -104,7 +96,7 @@ class SliceLayer(Layer):
     exact_num_bottom_blobs = 1
     min_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.slice_param
         if p.HasField("axis") and p.HasField("slice_dim"):
             raise self.error("Either axis or slice_dim should be specified; not both.")
@@ -147,7 +139,7 @@ class SliceLayer(Layer):
             top[0].share_data(bottom[0])
             top[0].share_diff(bottom[0])
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         if len(top) == 1:
             return
         src, offset = bottom[0].data, 0
@@ -155,7 +147,7 @@ class SliceLayer(Layer):
             t.data[...] = src[_along(self.axis, offset, offset + n)]
             offset += n
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0] or len(top) == 1:
             return
         grad, offset = bottom[0].diff, 0
@@ -186,10 +178,10 @@ class FlattenLayer(Layer):
         top[0].share_data(b)
         top[0].share_diff(b)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         pass  # the top shares the bottom's storage
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         pass
 
 
@@ -200,7 +192,7 @@ class ReshapeLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         if top[0] is bottom[0]:
             raise self.error("Reshape Layer does not allow in-place computation.")
         dims = [int(d) for d in self.layer_param.reshape_param.shape.dim]
@@ -254,10 +246,10 @@ class ReshapeLayer(Layer):
         top[0].share_data(b)
         top[0].share_diff(b)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         pass  # the top shares the bottom's storage
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         pass
 
 
@@ -283,11 +275,11 @@ class TileLayer(Layer):
         self.outer = b.count(0, self.axis)
         self.inner = b.count(self.axis)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         src = bottom[0].data.reshape(self.outer, 1, self.inner)
         top[0].data.reshape(self.outer, self.tiles, self.inner)[...] = src
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         grad = top[0].diff.reshape(self.outer, self.tiles, self.inner)
@@ -307,10 +299,10 @@ class SilenceLayer(Layer):
     def reshape(self, bottom, top):
         pass
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         pass
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         for b, down in zip(bottom, propagate_down):
             if down:
                 b.diff[...] = 0
@@ -341,13 +333,13 @@ class BatchReindexLayer(Layer):
                              % (bad, n, bottom[0].shape_string()))
         return self.xp.asarray(host.astype(numpy.int64))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         idx = self._indices(bottom)
         if top[0].count == 0:
             return
         top[0].data[...] = bottom[0].data[idx]
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[1]:
             raise self.error("Cannot backprop to index.")
         if not propagate_down[0]:
@@ -355,7 +347,7 @@ class BatchReindexLayer(Layer):
         grad = bottom[0].diff
         grad[...] = 0
         if top[0].count:
-            _scatter_add(self.xp, grad, self.xp.asarray(
+            scatter_add(self.xp, grad, self.xp.asarray(
                 backend.to_host(bottom[1].data).astype(numpy.int64)), top[0].diff)
 
 
@@ -366,7 +358,7 @@ class FilterLayer(Layer):
     min_bottom_blobs = 2
     min_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         if len(top) != len(bottom) - 1:
             raise self.error("needs one top per data bottom (bottoms but the selector): "
                              "%d bottoms, %d tops" % (len(bottom), len(top)))
@@ -394,12 +386,12 @@ class FilterLayer(Layer):
         for t, b in zip(top, bottom):
             t.reshape((n,) + tuple(b.shape[1:]))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         idx = self.xp.asarray(self.selected)
         for t, b in zip(top, bottom):
             t.data[...] = b.data[idx]
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if propagate_down[-1]:
             raise self.error("Layer cannot backpropagate to filter index inputs")
         idx = self.xp.asarray(self.selected)

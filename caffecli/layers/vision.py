@@ -10,7 +10,7 @@ from ..blob import Blob
 from ..fillers import fill
 from ..layer import Layer
 from ..registry import register_layer
-from ..util import im2col as ic
+from ..kernels import im2col as ic
 
 COL_CHUNK_ELEMENTS = 1 << 25  # cap on the column buffer (elements); larger batches go in chunks
 
@@ -147,7 +147,7 @@ class BaseConvolutionLayer(Layer):
     equal_num_bottom_top_blobs = True
     reverse = False  # Deconvolution swaps the roles of input and output
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.convolution_param
         self.channel_axis = bottom[0].canonical_axis_index(p.axis)
         self.num_spatial = bottom[0].num_axes - self.channel_axis - 1
@@ -235,12 +235,12 @@ class BaseConvolutionLayer(Layer):
 
     def _grouped_weight(self):
         g = self.group
-        return self.blobs[0].data.reshape(g, self.conv_out // g, self.kernel_dim)
+        return self.weights[0].data.reshape(g, self.conv_out // g, self.kernel_dim)
 
     def _bias_grad(self, dy):
         """Add the bias gradient of dy (num, num_output, P)."""
         if self.bias_term and self.param_propagate_down[1]:
-            self.blobs[1].diff[...] += dy.sum(axis=(0, 2))
+            self.weights[1].diff[...] += dy.sum(axis=(0, 2))
 
 
 @register_layer("Convolution")
@@ -250,7 +250,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
     def compute_output_shape(self, in_shape):
         return ic.conv_out_shape(in_shape, self.kernel, self.pad, self.stride, self.dilation)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         g, m = self.group, self.num_output
         P = _prod(self.out_shape)
@@ -264,11 +264,11 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 out = xp.matmul(w, col)  # (g, m/g, P*nb)
                 y[n0:n1] = out.reshape(m, P, nb).transpose(2, 0, 1)
             if self.bias_term:
-                y += self.blobs[1].data.reshape(1, m, 1)
+                y += self.weights[1].data.reshape(1, m, 1)
         # the columns of the last bottom stay valid for its weight gradient
         self._cached = (len(bottom) == 1 and self.chunk >= self.num)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         xp = self.xp
         g, m = self.group, self.num_output
         P = _prod(self.out_shape)
@@ -281,7 +281,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 continue
             x = b.data.reshape((self.num, self.channels) + tuple(self.in_shape))
             dx = b.diff.reshape((self.num, self.channels) + tuple(self.in_shape))
-            wdiff = self.blobs[0].diff.reshape(w.shape)
+            wdiff = self.weights[0].diff.reshape(w.shape)
             for n0, n1 in self._chunks():
                 nb = n1 - n0
                 dyt = xp.ascontiguousarray(dy[n0:n1].transpose(1, 2, 0)).reshape(
@@ -317,7 +317,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
         return self.xp.ascontiguousarray(x[n0:n1].transpose(1, 2, 0)).reshape(
             self.group, c // self.group, -1)
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         c, m = self.channels, self.num_output
         Pin = _prod(self.in_shape)
@@ -332,9 +332,9 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 self.cols.col2im(xp, col.reshape(shape), y[n0:n1])
             if self.bias_term:
                 y2 = t.data.reshape(self.num, m, -1)
-                y2 += self.blobs[1].data.reshape(1, m, 1)
+                y2 += self.weights[1].data.reshape(1, m, 1)
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         xp = self.xp
         c, m = self.channels, self.num_output
         Pin = _prod(self.in_shape)
@@ -347,7 +347,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             dy = t.diff.reshape((self.num, m) + tuple(self.out_shape))
             x = b.data.reshape(self.num, c, Pin)
             dx = b.diff.reshape(self.num, c, Pin)
-            wdiff = self.blobs[0].diff.reshape(w.shape)
+            wdiff = self.weights[0].diff.reshape(w.shape)
             for n0, n1 in self._chunks():
                 nb = n1 - n0
                 col = self.cols.im2col(xp, dy[n0:n1]).reshape(self.group, self.kernel_dim,
@@ -366,7 +366,7 @@ class Im2colLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
-    def layer_setup(self, bottom, top):
+    def setup(self, bottom, top):
         p = self.layer_param.convolution_param
         self.channel_axis = bottom[0].canonical_axis_index(p.axis)
         self.num_spatial = bottom[0].num_axes - self.channel_axis - 1
@@ -396,7 +396,7 @@ class Im2colLayer(Layer):
         top[0].reshape(b.shape[:self.channel_axis]
                        + (self.channels * _prod(self.kernel),) + tuple(self.out_shape))
 
-    def forward_impl(self, bottom, top):
+    def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].data.reshape((self.num, self.channels) + tuple(self.in_shape))
         buf = self._pad_in.get(xp, (self.num, self.channels), self.padded, x.dtype)
@@ -404,7 +404,7 @@ class Im2colLayer(Layer):
         win = ic.windows(xp, buf, self.kernel, self.stride, self.dilation, self.out_shape)
         top[0].data.reshape(win.shape)[...] = win
 
-    def backward_impl(self, top, propagate_down, bottom):
+    def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
         xp = self.xp

@@ -1,1 +1,32 @@
-"""The pycaffe facade: what ``import caffe`` (and ``import caffecli as caffe``) gives."""
+"""The pycaffe facade: what ``import caffe`` (and ``import caffecli as caffe``) gives.
+
+Net, the solver classes and get_solver, Layer (the base of Python layers, the engine's own),
+the mode and device (set_mode_cpu/set_mode_gpu/set_device), set_random_seed, layer_type_list,
+init_log/log, solver_count/solver_rank, TRAIN/TEST.
+"""
+from .. import glog as _glog
+from ..context import (set_device, set_mode_cpu, set_mode_gpu, set_random_seed,  # noqa: F401
+                       solver_count, solver_rank)
+from ..errors import CaffeError  # noqa: F401
+from ..layer import Layer  # noqa: F401
+from ..proto.caffe_pb2 import TEST, TRAIN  # noqa: F401
+from ..registry import layer_types as layer_type_list  # noqa: F401
+from .net import Net  # noqa: F401
+from .solver import (AdaDeltaSolver, AdaGradSolver, AdamSolver, NesterovSolver,  # noqa: F401
+                     RMSPropSolver, SGDSolver, Solver, get_solver)
+
+
+def init_log(level=0, stderr=True):
+    """Show log lines at ``level`` and above (0 INFO, 1 WARNING, 2 ERROR)."""
+    _glog.set_min_level(level)
+
+
+def log(message):
+    """Write one INFO line in Caffe's log format."""
+    _glog.info("pycaffe.py:0", message)
+
+
+__all__ = ["Net", "TRAIN", "TEST", "set_mode_cpu", "set_mode_gpu", "set_device",
+           "set_random_seed", "layer_type_list", "init_log", "log", "get_solver", "Solver",
+           "SGDSolver", "NesterovSolver", "AdaGradSolver", "RMSPropSolver", "AdaDeltaSolver",
+           "AdamSolver", "solver_count", "solver_rank", "Layer", "CaffeError"]

@@ -5,6 +5,7 @@ float32 results match the C++ ones. AdaDelta and Adam keep a second history set 
 """
 import numpy
 
+from .. import backend
 from ..errors import CaffeError
 from .base import register_solver
 from .sgd import SGDSolver
@@ -22,11 +23,10 @@ class AdaGradSolver(SGDSolver):
                              % self.param.momentum)
 
     def compute_update_value(self, param_id, rate):
-        p = self.net.learnable_params[param_id]
-        g = p.diff
-        h = self.history[param_id].data
+        g = self.param_at(param_id).diff
+        h = self.history_at(param_id)
         h += g * g
-        xp = _xp(g)
+        xp = backend.array_module(g)
         update = xp.sqrt(h)
         update += f32(self.param.delta)
         g[...] = self.local_rate(param_id, rate) * (g / update)
@@ -45,13 +45,12 @@ class RMSPropSolver(SGDSolver):
                              % self.param.rms_decay)
 
     def compute_update_value(self, param_id, rate):
-        p = self.net.learnable_params[param_id]
-        g = p.diff
-        h = self.history[param_id].data
+        g = self.param_at(param_id).diff
+        h = self.history_at(param_id)
         decay = f32(self.param.rms_decay)
         h *= decay
         h += (f32(1) - decay) * (g * g)
-        xp = _xp(g)
+        xp = backend.array_module(g)
         update = xp.sqrt(h)
         update += f32(self.param.delta)
         g[...] = self.local_rate(param_id, rate) * (g / update)
@@ -65,16 +64,14 @@ class AdaDeltaSolver(SGDSolver):
     history_sets = 2
 
     def compute_update_value(self, param_id, rate):
-        params = self.net.learnable_params
-        p = params[param_id]
-        g = p.diff
-        grad_hist = self.history[param_id].data
-        update_hist = self.history[len(params) + param_id].data
+        g = self.param_at(param_id).diff
+        grad_hist = self.history_at(param_id)
+        update_hist = self.history_at(len(self.net.learnable_params) + param_id)
         momentum = f32(self.param.momentum)
         delta = f32(self.param.delta)
         grad_hist *= momentum
         grad_hist += (f32(1) - momentum) * (g * g)
-        xp = _xp(g)
+        xp = backend.array_module(g)
         ratio = (update_hist + delta) / (grad_hist + delta)
         g *= xp.sqrt(ratio)
         update_hist *= momentum
@@ -90,11 +87,9 @@ class AdamSolver(SGDSolver):
     history_sets = 2
 
     def compute_update_value(self, param_id, rate):
-        params = self.net.learnable_params
-        p = params[param_id]
-        g = p.diff
-        m = self.history[param_id].data
-        v = self.history[len(params) + param_id].data
+        g = self.param_at(param_id).diff
+        m = self.history_at(param_id)
+        v = self.history_at(len(self.net.learnable_params) + param_id)
         beta1 = f32(self.param.momentum)
         beta2 = f32(self.param.momentum2)
         t = self.iter + 1
@@ -105,12 +100,8 @@ class AdamSolver(SGDSolver):
         m += (f32(1) - beta1) * g
         v *= beta2
         v += (f32(1) - beta2) * (g * g)
-        xp = _xp(g)
+        xp = backend.array_module(g)
         denom = xp.sqrt(v)
         denom += f32(self.param.delta)
         g[...] = (self.local_rate(param_id, rate) * correction) * (m / denom)
 
-
-def _xp(array):
-    from ..backend import get_array_module
-    return get_array_module(array)

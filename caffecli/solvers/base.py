@@ -9,7 +9,7 @@ import time
 
 import numpy
 
-from .. import glog, parallel, rng
+from .. import context, glog
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 from ..proto.io import read_solver_param, net_to_text
@@ -101,7 +101,7 @@ class Solver:
     # ---- construction ------------------------------------------------------------------
     @property
     def root(self):
-        return parallel.is_root_solver()
+        return context.is_root_solver()
 
     def _info(self, where, message):
         if self.root:
@@ -116,7 +116,7 @@ class Solver:
                              % param.average_loss)
         self._check_snapshot_write_permissions()
         if param.random_seed >= 0:
-            rng.set_random_seed(param.random_seed + parallel.solver_rank())
+            context.set_random_seed(param.random_seed + context.solver_rank())
         self.net = build_train_net(self)
         # only the root solver tests (Caffe's workers build no test nets)
         self.test_nets = build_test_nets(self) if self.root else []
@@ -208,8 +208,8 @@ class Solver:
         score_index = 0
         for j, blob in enumerate(net.output_blobs):
             name = net.output_names[j]
-            weight = f32(net.blob_loss_weights[net.output_blob_indices[j]])
-            values = numpy.asarray(_host(blob.data), dtype=f32).reshape(-1)
+            weight = f32(net.blob_loss_weights[net.output_ids[j]])
+            values = numpy.asarray(blob.cpu_data(), dtype=f32).reshape(-1)
             for v in values:
                 msg = ""
                 if weight:
@@ -295,7 +295,7 @@ class Solver:
             iter_loss = f32(float(net.forward_pass()))
             if param.test_compute_loss:
                 loss += iter_loss
-            values = [numpy.asarray(_host(b.data), dtype=f32).reshape(-1)
+            values = [numpy.asarray(b.cpu_data(), dtype=f32).reshape(-1)
                       for b in net.output_blobs]
             if scores is None:
                 score_ids = [j for j, v in enumerate(values) for _ in range(v.size)]
@@ -310,7 +310,7 @@ class Solver:
             glog.info("solver.cpp:401", "Test loss: " + glog.fmt(loss))
         out = {}
         for i, j in enumerate(score_ids):
-            bid = net.output_blob_indices[j]
+            bid = net.output_ids[j]
             name = net.blob_names[bid]
             weight = f32(net.blob_loss_weights[bid])
             mean = f32(scores[i]) / f32(n_iter)
@@ -349,7 +349,3 @@ class Solver:
         if arrays:
             raise CaffeError("Incorrect length of history blobs.")
 
-
-def _host(array):
-    from ..backend import to_host
-    return to_host(array)

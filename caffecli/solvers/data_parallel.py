@@ -1,12 +1,16 @@
 """Data-parallel training, as caffe.cpp + Caffe's NCCL::Run do it: one solver per device in its
 own thread, the root's weights broadcast first, gradients averaged after every backward.
 
-The root solver (rank 0) is built by the caller under ``parallel.solver_group(n)`` and runs
+The root solver (rank 0) is built by the caller under ``context.solver_group(n)`` and runs
 Solve (tests, logs, snapshots); the others are built here, in their own threads, with their
 data layers taking their share of the records, and only step. Signals reach the root; its
 request is broadcast after each update so every rank stops or snapshots at the same iteration.
 """
-from .. import backend, parallel
+import threading
+
+import numpy
+
+from .. import backend, comms, context
 from ..proto import caffe_pb2
 from .base import ACTIONS, normalised_action
 
@@ -24,7 +28,8 @@ class ActionSync:
     def __call__(self):
         if getattr(self.solver, "testing", False):
             return "none"
-        code = backend.xp().zeros(1, dtype="float32")
+        xp = backend.device_module() if context.is_gpu() else numpy
+        code = xp.zeros(1, dtype="float32")
         if self.rank == 0:
             code[0] = ACTIONS.index(normalised_action(self.request()))
         self.comm.broadcast(self.rank, code, 0)
@@ -39,8 +44,8 @@ class DataParallel:
     """
 
     def __init__(self, root, comm, devices=None):
-        if parallel.solver_count() != comm.size:
-            raise ValueError("build the root solver under parallel.solver_group(%d)" % comm.size)
+        if context.solver_count() != comm.size:
+            raise ValueError("build the root solver under context.solver_group(%d)" % comm.size)
         self.root, self.comm, self.devices = root, comm, devices
         self.solvers = [root] + [None] * (comm.size - 1)
 
@@ -48,7 +53,7 @@ class DataParallel:
         """Solve on every rank (the workers restore ``snapshot`` as the root already has)."""
         self._snapshot = snapshot
         self._request = self.root.action_request
-        parallel.run_ranks(self.comm.size, self._work, on_error=self.comm.abort)
+        run_ranks(self.comm.size, self._work, on_error=self.comm.abort)
         return self.root
 
     def _worker(self, rank):
@@ -63,10 +68,10 @@ class DataParallel:
 
     def _work(self, rank):
         if self.devices:
-            backend.use_device_here(self.devices[rank])
+            context.use_device_here(self.devices[rank])
         solver = self.root if rank == 0 else self._worker(rank)
         self.solvers[rank] = solver
-        sync = parallel.GradientSync(solver.net, self.comm, rank)
+        sync = comms.GradientSync(solver.net, self.comm, rank)
         sync.broadcast_params()
         solver.add_callback(sync)
         solver.action_request = ActionSync(solver, self.comm, rank, self._request)
@@ -79,3 +84,36 @@ class DataParallel:
             solver.callbacks.remove(sync)
             if rank == 0:
                 solver.action_request = self._request
+
+
+def run_ranks(size, work, on_error=None):
+    """Run ``work(rank)`` in ``size`` threads with solver_rank()/solver_count() set; re-raise
+    the first failure. Rank 0 runs in the calling thread (it owns logging and testing).
+    ``on_error`` (e.g. a communicator's abort) is called at the first failure so the other
+    ranks do not wait for the failed one forever."""
+    errors = []
+
+    def entry(rank):
+        context.set_solver_rank(rank)
+        try:
+            work(rank)
+        except BaseException as exc:  # surfaced to the caller below
+            first = not errors
+            errors.append(exc)
+            if first and on_error is not None:
+                on_error()
+
+    threads = [threading.Thread(target=entry, args=(r,), daemon=True) for r in range(1, size)]
+    with context.solver_group(size):
+        try:
+            for t in threads:
+                t.start()
+            entry(0)
+            for t in threads:
+                t.join()
+        finally:
+            context.set_solver_rank(0)
+    if errors:
+        # a rank's own error beats the BrokenBarrierError it caused in the others
+        real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
+        raise (real or errors)[0]

@@ -5,7 +5,7 @@ iter_size normalization, L1/L2 regularization and the order of ApplyUpdate.
 """
 import numpy
 
-from .. import glog
+from .. import backend, context, glog
 from ..blob import Blob
 from ..errors import CaffeError
 from .base import Solver, register_solver
@@ -30,12 +30,18 @@ class SGDSolver(Solver):
 
     def pre_solve(self):
         params = self.net.learnable_params
-        self.history = [Blob(p.shape, dtype=p.dtype)
+        self.history = [Blob(p.shape, dtype=p.dtype)   # new memory reads as zeros
                         for _ in range(self.history_sets) for p in params]
-        for h in self.history:
-            h.data[...] = 0
 
-    # ---- ApplyUpdate -------------------------------------------------------------------
+    # ---- ApplyUpdate (on the mode's side, as Caffe's *_solver.cu kernels) ----------------
+    def param_at(self, param_id):
+        """Learnable parameter ``param_id`` as seen from the mode's side."""
+        return self.net.learnable_params[param_id].at(context.mode())
+
+    def history_at(self, index):
+        """History blob ``index``'s data on the mode's side."""
+        return self.history[index].at(context.mode()).data
+
     def get_learning_rate(self):
         rate, self.current_step = learning_rate(self.param, self.iter, self.current_step,
                                                 log=self.root)
@@ -68,22 +74,21 @@ class SGDSolver(Solver):
             self._info("sgd_solver.cpp:99", "Gradient clipping: scaling down gradients (L2 norm "
                        "%s > %s) by scale factor %s"
                        % (glog.fmt(l2norm), glog.fmt(clip), glog.fmt(scale)))
-            for p in params:
-                p.diff[...] *= scale
+            for param_id in range(len(params)):
+                self.param_at(param_id).diff[...] *= scale
 
     def normalize(self, param_id):
         if self.param.iter_size == 1:
             return
-        p = self.net.learnable_params[param_id]
-        p.diff[...] *= f32(1) / f32(self.param.iter_size)
+        self.param_at(param_id).diff[...] *= f32(1) / f32(self.param.iter_size)
 
     def regularize(self, param_id):
-        p = self.net.learnable_params[param_id]
+        p = self.param_at(param_id)
         local_decay = f32(self.param.weight_decay) * f32(self.net.params_weight_decay[param_id])
         if not local_decay:
             return
         kind = self.param.regularization_type
-        xp = _xp(p.data)
+        xp = backend.array_module(p.data)
         if kind == "L2":
             p.diff[...] += local_decay * p.data
         elif kind == "L1":
@@ -95,8 +100,8 @@ class SGDSolver(Solver):
         return f32(rate) * f32(self.net.params_lr[param_id])
 
     def compute_update_value(self, param_id, rate):
-        p = self.net.learnable_params[param_id]
-        h = self.history[param_id].data
+        p = self.param_at(param_id)
+        h = self.history_at(param_id)
         momentum = f32(self.param.momentum)
         h *= momentum
         h += self.local_rate(param_id, rate) * p.diff
@@ -111,13 +116,12 @@ class SGDSolver(Solver):
             raise CaffeError("Incorrect length of history blobs (the solver state has %d, "
                              "this %s solver needs %d)."
                              % (len(arrays), self.type, len(self.history)))
-        from ..backend import to_device
         for blob, arr in zip(self.history, arrays):
             arr = numpy.asarray(arr)
             if arr.size != blob.count:
                 raise CaffeError("solver state history blob of shape %s does not fit a "
                                  "parameter of shape %s" % (arr.shape, blob.shape_string()))
-            blob.data[...] = to_device(arr.astype(blob.dtype, copy=False).reshape(blob.shape))
+            blob.data[...] = arr.astype(blob.dtype, copy=False).reshape(blob.shape)
 
 
 @register_solver("Nesterov")
@@ -125,15 +129,11 @@ class NesterovSolver(SGDSolver):
     """Nesterov momentum: h' = lr*g + m*h; step (1+m)*h' - m*h."""
 
     def compute_update_value(self, param_id, rate):
-        p = self.net.learnable_params[param_id]
-        h = self.history[param_id].data
+        p = self.param_at(param_id)
+        h = self.history_at(param_id)
         momentum = f32(self.param.momentum)
         previous = h.copy()
         h *= momentum
         h += self.local_rate(param_id, rate) * p.diff
         p.diff[...] = (f32(1) + momentum) * h - momentum * previous
 
-
-def _xp(array):
-    from ..backend import get_array_module
-    return get_array_module(array)

@@ -11,7 +11,7 @@ import os
 
 import numpy
 
-from .. import backend, glog, rng
+from .. import backend, context, glog
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 from ..proto.io import read_binary, write_binary, write_bytes_atomic
@@ -71,7 +71,7 @@ def state_hdf5_bytes(solver, model_filename):
                                                           dtype=numpy.int32))
         group = f.create_group("history")
         for i, blob in enumerate(solver.history_blobs()):
-            group.create_dataset(str(i), data=backend.to_host(blob.data))
+            group.create_dataset(str(i), data=blob.cpu_data())
     return buf.getvalue()
 
 
@@ -89,7 +89,7 @@ def sidecar_state(solver):
         "format": SIDECAR_FORMAT,
         "iter": solver.iter,
         "type": solver.type,
-        "rng": rng.get_state(),
+        "rng": context.rng_state(),
         "train_net": _layer_states(solver.net),
         "test_nets": [_layer_states(n) for n in solver.test_nets],
     }
@@ -189,7 +189,7 @@ def _restore_sidecar(solver, state_file):
                      "state (iteration %s, expected %d)" % (path, state.get("iter"), solver.iter))
         return False
     if state.get("rng") is not None:
-        rng.set_state(state["rng"])
+        context.set_rng_state(state["rng"])
     _set_layer_states(solver.net, state.get("train_net", {}))
     for net, states in zip(solver.test_nets, state.get("test_nets", [])):
         _set_layer_states(net, states)

@@ -8,7 +8,7 @@ import os
 import click
 
 from .. import glog
-from .. import rng as rng_mod
+from .. import context
 from ..data import datum as datum_mod
 from ..data import db as db_mod
 from ..data import image_io
@@ -68,7 +68,7 @@ def run(root_folder, list_file, db_name, gray=False, shuffle=False, backend="lmd
     lines = read_image_list(list_file)
     if shuffle:
         glog.info("convert_imageset.cpp:86", "Shuffling data")
-        order = rng_mod.rng().permutation(len(lines))
+        order = context.rng().permutation(len(lines))
         lines = [lines[i] for i in order]
     glog.info("convert_imageset.cpp:89", "A total of %d images." % len(lines))
     if encode_type and not encoded:

@@ -3,7 +3,7 @@ Datums in new databases (Caffe's tools/extract_features.cpp; keys %010d)."""
 import click
 import numpy
 
-from .. import backend, glog
+from .. import context, glog
 from ..data import db as db_mod
 from ..errors import CaffeError
 from ..proto import caffe_pb2
@@ -32,11 +32,11 @@ def extract_features(pretrained_net_param, feature_extraction_proto, blob_names,
             raise CaffeError("DEVICE_ID must be >= 0, got %d" % device_id)
         glog.error("extract_features.cpp:59", "Using GPU")
         glog.error("extract_features.cpp:65", "Using Device_id=%d" % device_id)
-        backend.set_device(device_id)
-        backend.set_mode_gpu()
+        context.set_device(device_id)
+        context.set_mode_gpu()
     else:
         glog.error("extract_features.cpp:69", "Using CPU")
-        backend.set_mode_cpu()
+        context.set_mode_cpu()
     run(pretrained_net_param, feature_extraction_proto, blob_names.split(","),
         dataset_names.split(","), num_mini_batches, db_type)
 
@@ -76,7 +76,7 @@ def run(weights, proto, blob_names, dataset_names, num_mini_batches, db_type):
 
 
 def _write_blob(blob, writer, counts, i, name):
-    data = numpy.asarray(backend.to_host(blob.data), dtype=numpy.float32)
+    data = numpy.asarray(blob.cpu_data(), dtype=numpy.float32)
     n = blob.shape[0] if blob.num_axes else 1
     rows = data.reshape(n, -1)
     shape = (blob.channels, blob.height, blob.width)

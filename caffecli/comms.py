@@ -1,50 +1,13 @@
-"""Data-parallel training, as Caffe's multi-GPU (parallel.cpp): one solver per device, each on
-its own batch, gradients all-reduced and averaged before every update.
+"""How data-parallel ranks talk: a communicator sums (all-reduce) or copies (broadcast) a flat
+array across ranks, and GradientSync averages a net's gradients with it (Caffe's NCCL class).
 
-A communicator sums a flat array across ranks: ``NcclComm`` on GPUs (cupy.cuda.nccl), and
-``ThreadComm`` in one process on any backend (CPU training with several workers, and tests).
-Data layers hand each rank a distinct share of the records through ``solver_rank()`` /
-``solver_count()`` (record k goes to rank k % count, as Caffe's DataLayer::Skip).
+``NcclComm`` runs between GPUs (cupy.cuda.nccl); ``ThreadComm`` in one process on any device
+(CPU training with several workers, the stand-in device, and tests).
 """
-import contextlib
 import threading
 
-from . import backend
+from . import backend, context
 from .errors import CaffeError
-
-_local = threading.local()
-_group = {"count": 1}
-
-
-def solver_count():
-    """How many solvers train together (1 without data parallelism)."""
-    return _group["count"]
-
-
-def solver_rank():
-    """This thread's rank among them (0 is the root solver, which tests and logs)."""
-    return getattr(_local, "rank", 0)
-
-
-def is_root_solver():
-    return solver_rank() == 0
-
-
-def _set_rank(rank):
-    _local.rank = rank
-
-
-@contextlib.contextmanager
-def solver_group(size):
-    """solver_count() is ``size`` inside: set before the root solver is built, as caffe.cpp
-    calls Caffe::set_solver_count, so its data layers already take their share."""
-    previous = _group["count"]
-    _group["count"] = int(size)
-    try:
-        yield
-    finally:
-        _group["count"] = previous
-
 
 class ThreadComm:
     """In-process all-reduce over ``size`` threads (one rank each) with a barrier."""
@@ -59,12 +22,12 @@ class ThreadComm:
         """Replace ``array`` (numpy or cupy) with the sum of every rank's array."""
         self._slots[rank] = array
         if self._barrier.wait() == 0:
-            total = backend.to_host(self._slots[0]).copy()
+            total = self._slots[0].copy()
             for a in self._slots[1:]:
-                total += backend.to_host(a)
+                total += a
             self._result = total
         self._barrier.wait()
-        array[...] = backend.get_array_module(array).asarray(self._result)
+        array[...] = self._result
         self._barrier.wait()
 
     def abort(self):
@@ -76,8 +39,7 @@ class ThreadComm:
         self._slots[rank] = array
         self._barrier.wait()
         if rank != root:
-            array[...] = backend.get_array_module(array).asarray(
-                backend.to_host(self._slots[root]))
+            array[...] = self._slots[root]
         self._barrier.wait()
 
 
@@ -90,7 +52,7 @@ class NcclComm:
 
     @classmethod
     def for_devices(cls, devices):
-        reason = backend.gpu_unavailable_reason(devices[0] if devices else 0)
+        reason = backend.unavailable_reason(devices[0] if devices else 0)
         if reason:
             raise CaffeError(reason)
         try:
@@ -137,18 +99,22 @@ class GradientSync:
     def __init__(self, net, comm, rank):
         self.net, self.comm, self.rank = net, comm, rank
 
+    def _arrays(self, attr):
+        """The learnable params' ``attr`` arrays on the mode's side (where the solver updates)."""
+        side = context.mode()
+        return [getattr(p.at(side), attr) for p in self.net.learnable_params]
+
     def _flat(self, attr):
-        xp = backend.xp()
-        params = self.net.learnable_params
-        return xp.concatenate([getattr(p, attr).reshape(-1) for p in params]) if params \
+        arrays = self._arrays(attr)
+        xp = backend.array_module(*arrays)
+        return xp.concatenate([a.reshape(-1) for a in arrays]) if arrays \
             else xp.zeros(0, dtype=self.net.dtype)
 
     def _scatter(self, flat, attr):
         offset = 0
-        for p in self.net.learnable_params:
-            n = p.count
-            getattr(p, attr)[...] = flat[offset:offset + n].reshape(p.shape)
-            offset += n
+        for a in self._arrays(attr):
+            a[...] = flat[offset:offset + a.size].reshape(a.shape)
+            offset += a.size
 
     def on_start(self):
         """Nothing to do before forward (Caffe's NCCL reduces after backward)."""
@@ -164,36 +130,3 @@ class GradientSync:
         flat = self._flat("data")
         self.comm.broadcast(self.rank, flat, 0)
         self._scatter(flat, "data")
-
-
-def run_ranks(size, work, on_error=None):
-    """Run ``work(rank)`` in ``size`` threads with solver_rank()/solver_count() set; re-raise
-    the first failure. Rank 0 runs in the calling thread (it owns logging and testing).
-    ``on_error`` (e.g. a communicator's abort) is called at the first failure so the other
-    ranks do not wait for the failed one forever."""
-    errors = []
-
-    def entry(rank):
-        _set_rank(rank)
-        try:
-            work(rank)
-        except BaseException as exc:  # surfaced to the caller below
-            first = not errors
-            errors.append(exc)
-            if first and on_error is not None:
-                on_error()
-
-    threads = [threading.Thread(target=entry, args=(r,), daemon=True) for r in range(1, size)]
-    with solver_group(size):
-        try:
-            for t in threads:
-                t.start()
-            entry(0)
-            for t in threads:
-                t.join()
-        finally:
-            _set_rank(0)
-    if errors:
-        # a rank's own error beats the BrokenBarrierError it caused in the others
-        real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-        raise (real or errors)[0]

@@ -1,0 +1,112 @@
+"""The run context (Caffe's ``Caffe`` singleton): mode, device, data-parallel rank and each
+rank's seeded random stream.
+
+The mode only says which side (host or device) a layer or solver asks its blobs for; where data
+lives is the data's business (SyncedMemory). Ranks are per thread, as Caffe's solver threads are;
+threads outside any rank (prefetchers, user code) are rank 0.
+"""
+import contextlib
+import threading
+
+import numpy
+
+from . import backend
+from .errors import CaffeError
+
+CPU, GPU = "CPU", "GPU"
+
+_run = {"mode": CPU, "device": 0, "solver_count": 1}
+_thread = threading.local()
+_streams = {0: numpy.random.default_rng()}
+
+
+# ---- mode and device ----------------------------------------------------------------------
+def mode():
+    return _run["mode"]
+
+
+def is_gpu():
+    return _run["mode"] == GPU
+
+
+def set_mode_cpu():
+    _run["mode"] = CPU
+
+
+def set_mode_gpu():
+    """Compute on the device from now on; fails with one line when no GPU can be used."""
+    reason = backend.unavailable_reason(_run["device"])
+    if reason:
+        raise CaffeError(reason)
+    _run["mode"] = GPU
+    backend.use_device(_run["device"])
+
+
+def set_device(device):
+    _run["device"] = int(device)
+    if _run["mode"] == GPU:
+        backend.use_device(int(device))
+
+
+def device():
+    return _run["device"]
+
+
+def use_device_here(device_id):
+    """Make ``device_id`` current for this thread only (a data-parallel rank's thread)."""
+    if _run["mode"] == GPU:
+        backend.use_device(device_id)
+
+
+# ---- data-parallel ranks ------------------------------------------------------------------
+def solver_count():
+    """How many solvers train together (1 without data parallelism)."""
+    return _run["solver_count"]
+
+
+def solver_rank():
+    """This thread's rank among them (0 is the root solver, which tests and logs)."""
+    return getattr(_thread, "rank", 0)
+
+
+def is_root_solver():
+    return solver_rank() == 0
+
+
+def set_solver_rank(rank):
+    _thread.rank = int(rank)
+
+
+@contextlib.contextmanager
+def solver_group(size):
+    """solver_count() is ``size`` inside: set before the root solver is built, as caffe.cpp calls
+    Caffe::set_solver_count, so its data layers already take their share."""
+    previous = _run["solver_count"]
+    _run["solver_count"] = int(size)
+    try:
+        yield
+    finally:
+        _run["solver_count"] = previous
+
+
+# ---- random streams -----------------------------------------------------------------------
+def set_random_seed(seed):
+    """Seed this rank's stream (fillers, dropout masks, shuffles, crops draw from it)."""
+    _streams[solver_rank()] = numpy.random.default_rng(int(seed) & 0xFFFFFFFFFFFFFFFF)
+
+
+def rng():
+    """This rank's numpy Generator (a fresh unseeded one the first time a rank asks)."""
+    rank = solver_rank()
+    gen = _streams.get(rank)
+    if gen is None:
+        gen = _streams[rank] = numpy.random.default_rng()
+    return gen
+
+
+def rng_state():
+    return rng().bit_generator.state
+
+
+def set_rng_state(state):
+    rng().bit_generator.state = state

@@ -1,0 +1,236 @@
+"""pycaffe's ``caffe.Net``: a facade over the engine's Net with pycaffe's names and semantics.
+
+As BVLC's python/caffe/pycaffe.py: ``blobs``/``params`` are ordered dicts of Blobs whose
+``data``/``diff`` are host arrays; ``forward``/``backward`` take layer names for start/end and
+return {blob name: array}. What pycaffe does not name is the engine's (``net.records``, ...).
+"""
+import collections
+
+import numpy
+
+from .. import backend
+from ..errors import CaffeError
+from ..net import Net as EngineNet
+from ..proto import caffe_pb2
+from ..util.paths import is_path
+
+
+class Net:
+    """``Net(model, phase, level=0, stages=(), weights=None)`` or pycaffe's older
+    ``Net(model, weights, phase)``; ``Net.wrap(engine_net)`` shows an engine net this way.
+    caffecli's additions: ``model`` may be a NetParameter, ``dtype`` (float64 for gradient
+    checks) and ``log=False`` (no set-up lines)."""
+
+    def __init__(self, model, *args, level=0, stages=(), weights=None, dtype=numpy.float32,
+                 log=True, **kwargs):
+        phase = kwargs.pop("phase", None)
+        if kwargs:
+            raise TypeError("Net() got unexpected keyword arguments: %s" % ", ".join(kwargs))
+        args = list(args)
+        if args and is_path(args[0]):           # Net(model, weights, phase)
+            weights = args.pop(0)
+        if args:
+            phase = args.pop(0)
+        if args:
+            raise TypeError("Net() takes a model, an optional weights file and a phase")
+        if phase not in (caffe_pb2.TRAIN, caffe_pb2.TEST):
+            raise TypeError("Net() needs a phase: caffe.TRAIN or caffe.TEST (got %r)" % (phase,))
+        self._engine = EngineNet(model, phase=phase, level=level, stages=tuple(stages or ()),
+                                 weights=weights, dtype=dtype, log=log)
+
+    @classmethod
+    def wrap(cls, engine):
+        """The pycaffe view of an existing engine net (a solver's net, for example)."""
+        net = cls.__new__(cls)
+        net._engine = engine
+        return net
+
+    @property
+    def engine(self):
+        return self._engine
+
+    def __getattr__(self, name):
+        if name == "_engine":
+            raise AttributeError(name)
+        return getattr(self._engine, name)
+
+    # ---- containers ----------------------------------------------------------------------
+    @property
+    def blobs(self):
+        """Ordered blob name -> Blob (``data``/``diff`` are host arrays, written through)."""
+        if "_blobs_dict" not in self.__dict__:
+            self._blobs_dict = collections.OrderedDict(
+                (r.name, r.blob) for r in self._engine.blob_records)
+        return self._blobs_dict
+
+    @property
+    def params(self):
+        """Ordered layer name -> its parameter blobs (layers that have some)."""
+        if "_params_dict" not in self.__dict__:
+            self._params_dict = collections.OrderedDict(
+                (r.name, r.layer.blobs) for r in self._engine.records if r.layer.blobs)
+        return self._params_dict
+
+    @property
+    def layers(self):
+        return self._engine.layers
+
+    @property
+    def layer_dict(self):
+        return collections.OrderedDict((r.name, r.layer) for r in self._engine.records)
+
+    @property
+    def _blob_names(self):
+        return self._engine.blob_names
+
+    @property
+    def _layer_names(self):
+        return self._engine.layer_names
+
+    @property
+    def _blob_loss_weights(self):
+        return self._engine.blob_loss_weights
+
+    @property
+    def _inputs(self):
+        return list(self._engine.input_ids)
+
+    @property
+    def _outputs(self):
+        return list(self._engine.output_ids)
+
+    @property
+    def inputs(self):
+        """Names of the input blobs (tops of Input layers), in order."""
+        return self._engine.input_names
+
+    @property
+    def outputs(self):
+        """Names of the output blobs (produced and never consumed), in Caffe's order."""
+        return self._engine.output_names
+
+    @property
+    def top_names(self):
+        names = self._engine.blob_names
+        return collections.OrderedDict(
+            (r.name, [names[i] for i in r.top_ids]) for r in self._engine.records)
+
+    @property
+    def bottom_names(self):
+        names = self._engine.blob_names
+        return collections.OrderedDict(
+            (r.name, [names[i] for i in r.bottom_ids]) for r in self._engine.records)
+
+    # ---- running -------------------------------------------------------------------------
+    def _layer_index(self, name):
+        index = self._engine.layer_names_index.get(name)
+        if index is None:
+            raise ValueError("no layer named %r in net %s" % (name, self._engine.name))
+        return index
+
+    def _forward(self, start, end):
+        return self._engine.forward_from_to(start, end)
+
+    def _backward(self, start, end):
+        self._engine.backward_from_to(start, end)
+
+    def _feed(self, arrays, names, role, what):
+        if set(arrays) != set(names):
+            raise Exception("%s arguments do not match net %s." % (what, role))
+        for name, array in arrays.items():
+            blob = self.blobs[name]
+            if array.shape[0] != blob.shape[0]:
+                raise Exception("%s is not batch sized" % ("Input" if role == "inputs"
+                                                           else "Diff"))
+            getattr(blob, "data" if role == "inputs" else "diff")[...] = backend.to_host(array)
+
+    def forward(self, blobs=None, start=None, end=None, **kwargs):
+        """Copy ``kwargs`` arrays into the inputs, run layers ``start``..``end`` (names,
+        inclusive) and return {name: data} for the outputs (or ``end``'s tops) plus ``blobs``."""
+        blobs = list(blobs or [])
+        start_ind = self._layer_index(start) if start is not None else 0
+        if end is not None:
+            end_ind = self._layer_index(end)
+            outputs = set(self.top_names[end] + blobs)
+        else:
+            end_ind = len(self._engine.records) - 1
+            outputs = set(self.outputs + blobs)
+        if kwargs:
+            self._feed(kwargs, self.inputs, "inputs", "Input blob")
+        self._forward(start_ind, end_ind)
+        return {out: self.blobs[out].data for out in outputs}
+
+    def backward(self, diffs=None, start=None, end=None, **kwargs):
+        """Copy ``kwargs`` arrays into the outputs' diffs, run backward from ``start`` down to
+        ``end`` and return {name: diff} for the inputs (or ``end``'s bottoms) plus ``diffs``."""
+        diffs = list(diffs or [])
+        start_ind = self._layer_index(start) if start is not None \
+            else len(self._engine.records) - 1
+        if end is not None:
+            end_ind = self._layer_index(end)
+            outputs = set(self.bottom_names[end] + diffs)
+        else:
+            end_ind = 0
+            outputs = set(self.inputs + diffs)
+        if kwargs:
+            self._feed(kwargs, self.outputs, "outputs", "Top diff")
+        self._backward(start_ind, end_ind)
+        return {out: self.blobs[out].diff for out in outputs}
+
+    def forward_all(self, blobs=None, **kwargs):
+        """Forward over inputs of any length in batch-sized chunks; return the outputs (plus
+        ``blobs``) concatenated, the last chunk's padding dropped."""
+        outs = {name: [] for name in set(self.outputs + list(blobs or []))}
+        for batch in self._batches(kwargs):
+            for name, arr in self.forward(blobs=blobs, **batch).items():
+                outs[name].extend(arr.copy())
+        n = len(next(iter(kwargs.values()))) if kwargs else None
+        return {name: numpy.asarray(rows)[:n] for name, rows in outs.items()}
+
+    def _batches(self, inputs):
+        """Chunks of ``inputs`` the size of the net's batch, the last one zero-padded."""
+        if not inputs:
+            yield {}
+            return
+        num = len(next(iter(inputs.values())))
+        batch = self.blobs[next(iter(inputs))].shape[0]
+        for b in range(0, num, batch):
+            chunk = {}
+            for name, arr in inputs.items():
+                part = numpy.asarray(arr[b:b + batch])
+                if len(part) < batch:
+                    pad = numpy.zeros((batch - len(part),) + part.shape[1:], dtype=part.dtype)
+                    part = numpy.concatenate([part, pad])
+                chunk[name] = part
+            yield chunk
+
+    def set_input_arrays(self, data, labels):
+        """Feed a MemoryData first layer: 4-D C-contiguous float32 data, labels N or N x 1x1x1."""
+        first = self.layers[0] if self.layers else None
+        if first is None or first.type != "MemoryData":
+            raise CaffeError("set_input_arrays may only be called if the first layer is a "
+                             "MemoryData layer (net %s starts with %s)"
+                             % (self._engine.name, first.type if first else "no layer"))
+        for what, array in (("data", data), ("labels", labels)):
+            if not (isinstance(array, numpy.ndarray) and array.dtype == numpy.float32
+                    and array.flags.c_contiguous):
+                raise CaffeError("set_input_arrays: %s must be a C-contiguous float32 numpy "
+                                 "array" % what)
+        if data.ndim != 4:
+            raise CaffeError("set_input_arrays: data must be 4-D, got shape %s" % (data.shape,))
+        first.set_input_arrays(data, labels)
+
+    def reshape(self):
+        self._engine.reshape()
+
+    # ---- weights -------------------------------------------------------------------------
+    def copy_from(self, path):
+        """Load trained weights (.caffemodel or .caffemodel.h5) by layer name."""
+        self._engine.copy_trained_layers_from(path)
+
+    def share_with(self, other):
+        """Use ``other``'s parameter storage for layers of the same name."""
+        self._engine.share_trained_layers_with(getattr(other, "_engine", other))
+
+    def save(self, path):
+        self._engine.save(path)

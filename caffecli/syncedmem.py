@@ -1,0 +1,67 @@
+"""SyncedMemory: a flat buffer with a host copy and a device copy, each made on first use.
+
+As Caffe's syncedmem.cpp: the head says which copy is current (uninitialized, at the host, at the
+device, or both synced); ``cpu_data``/``gpu_data`` copy only when the other side is newer, and
+``mutable_*`` move the head to the side that will be written. New memory reads as zeros.
+"""
+import numpy
+
+from . import backend
+
+UNINITIALIZED, HEAD_AT_CPU, HEAD_AT_GPU, SYNCED = "uninitialized", "at_cpu", "at_gpu", "synced"
+
+
+class SyncedMemory:
+    """``size`` values of ``dtype``; the host copy is numpy, the device copy the device module's."""
+
+    __slots__ = ("size", "dtype", "cpu", "gpu", "head")
+
+    def __init__(self, size, dtype):
+        self.size = int(size)
+        self.dtype = numpy.dtype(dtype)
+        self.cpu = None
+        self.gpu = None
+        self.head = UNINITIALIZED
+
+    def to_cpu(self):
+        if self.head == UNINITIALIZED:
+            self.cpu = numpy.zeros(self.size, self.dtype)
+            self.head = HEAD_AT_CPU
+        elif self.head == HEAD_AT_GPU:
+            if self.cpu is None:
+                self.cpu = numpy.empty(self.size, self.dtype)
+            self.gpu.get(out=self.cpu)
+            self.head = SYNCED
+
+    def to_gpu(self):
+        if self.head == UNINITIALIZED:
+            self.gpu = backend.device_module().zeros(self.size, self.dtype)
+            self.head = HEAD_AT_GPU
+        elif self.head == HEAD_AT_CPU:
+            if self.gpu is None:
+                self.gpu = backend.device_module().empty(self.size, self.dtype)
+            self.gpu.set(self.cpu)
+            self.head = SYNCED
+
+    def cpu_data(self):
+        """The host copy, current; read it only (the head stays where it is, or becomes synced)."""
+        self.to_cpu()
+        return self.cpu
+
+    def gpu_data(self):
+        self.to_gpu()
+        return self.gpu
+
+    def mutable_cpu_data(self):
+        """The host copy, current, for writing: the device copy is stale from now on."""
+        self.to_cpu()
+        self.head = HEAD_AT_CPU
+        return self.cpu
+
+    def mutable_gpu_data(self):
+        self.to_gpu()
+        self.head = HEAD_AT_GPU
+        return self.gpu
+
+    def __repr__(self):
+        return "SyncedMemory(%d x %s, %s)" % (self.size, self.dtype, self.head)

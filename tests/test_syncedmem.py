@@ -1,0 +1,75 @@
+"""SyncedMemory: every head transition of Caffe's syncedmem.cpp, with the copies each makes,
+on the stand-in device (which counts host<->device copies)."""
+import numpy
+import pytest
+
+from caffecli.syncedmem import HEAD_AT_CPU, HEAD_AT_GPU, SYNCED, UNINITIALIZED, SyncedMemory
+
+
+def mem_at(head, standin):
+    """A 3-value memory whose head is ``head``, holding 1 2 3 wherever it is current."""
+    m = SyncedMemory(3, numpy.float32)
+    if head == HEAD_AT_CPU:
+        m.mutable_cpu_data()[...] = [1, 2, 3]
+    elif head == HEAD_AT_GPU:
+        m.mutable_gpu_data()[...] = standin.asarray([1, 2, 3])
+    elif head == SYNCED:
+        m.mutable_cpu_data()[...] = [1, 2, 3]
+        m.gpu_data()
+    assert m.head == head
+    standin.reset_transfers()
+    return m
+
+
+def values(array):
+    """The values of a host or stand-in device array, without counting a copy (test only)."""
+    return array.tolist() if isinstance(array, numpy.ndarray) else array._a.tolist()
+
+
+# (start head, accessor, head after, copies made)
+TRANSITIONS = [
+    (UNINITIALIZED, "cpu_data", HEAD_AT_CPU, {"h2d": 0, "d2h": 0}),
+    (UNINITIALIZED, "mutable_cpu_data", HEAD_AT_CPU, {"h2d": 0, "d2h": 0}),
+    (UNINITIALIZED, "gpu_data", HEAD_AT_GPU, {"h2d": 0, "d2h": 0}),
+    (UNINITIALIZED, "mutable_gpu_data", HEAD_AT_GPU, {"h2d": 0, "d2h": 0}),
+    (HEAD_AT_CPU, "cpu_data", HEAD_AT_CPU, {"h2d": 0, "d2h": 0}),
+    (HEAD_AT_CPU, "mutable_cpu_data", HEAD_AT_CPU, {"h2d": 0, "d2h": 0}),
+    (HEAD_AT_CPU, "gpu_data", SYNCED, {"h2d": 1, "d2h": 0}),
+    (HEAD_AT_CPU, "mutable_gpu_data", HEAD_AT_GPU, {"h2d": 1, "d2h": 0}),
+    (HEAD_AT_GPU, "gpu_data", HEAD_AT_GPU, {"h2d": 0, "d2h": 0}),
+    (HEAD_AT_GPU, "mutable_gpu_data", HEAD_AT_GPU, {"h2d": 0, "d2h": 0}),
+    (HEAD_AT_GPU, "cpu_data", SYNCED, {"h2d": 0, "d2h": 1}),
+    (HEAD_AT_GPU, "mutable_cpu_data", HEAD_AT_CPU, {"h2d": 0, "d2h": 1}),
+    (SYNCED, "cpu_data", SYNCED, {"h2d": 0, "d2h": 0}),
+    (SYNCED, "gpu_data", SYNCED, {"h2d": 0, "d2h": 0}),
+    (SYNCED, "mutable_cpu_data", HEAD_AT_CPU, {"h2d": 0, "d2h": 0}),
+    (SYNCED, "mutable_gpu_data", HEAD_AT_GPU, {"h2d": 0, "d2h": 0}),
+]
+
+
+@pytest.mark.parametrize("start,accessor,after,copies", TRANSITIONS,
+                         ids=["%s-%s" % (t[0], t[1]) for t in TRANSITIONS])
+def test_head_transition(standin, start, accessor, after, copies):
+    m = mem_at(start, standin)
+    got = getattr(m, accessor)()
+    assert m.head == after
+    assert standin.transfers == copies
+    want = [0, 0, 0] if start == UNINITIALIZED else [1, 2, 3]
+    assert values(got) == want
+    assert isinstance(got, numpy.ndarray) == accessor.endswith("cpu_data")
+
+
+def test_a_write_on_one_side_is_seen_on_the_other_once(standin):
+    m = SyncedMemory(2, numpy.float32)
+    m.mutable_gpu_data()[...] = standin.asarray([5, 6])
+    standin.reset_transfers()
+    assert m.cpu_data().tolist() == [5, 6] and m.cpu_data().tolist() == [5, 6]
+    m.mutable_cpu_data()[...] = [7, 8]
+    assert values(m.gpu_data()) == [7, 8] and values(m.gpu_data()) == [7, 8]
+    assert standin.transfers == {"h2d": 1, "d2h": 1}
+    assert m.cpu is not None and m.gpu is not None   # each copy allocated once, then reused
+
+
+def test_new_memory_reads_as_zeros_on_either_side(standin):
+    assert SyncedMemory(4, numpy.float64).cpu_data().tolist() == [0.0] * 4
+    assert values(SyncedMemory(4, numpy.float64).gpu_data()) == [0.0] * 4
