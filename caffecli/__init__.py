@@ -5,5 +5,5 @@
 __version__ = "0.1.0"
 
 from .proto.caffe_pb2 import TRAIN, TEST  # noqa: F401,E402
-from .api import *  # noqa: F401,F403,E402
+from .pycaffe import *  # noqa: F401,F403,E402
 
