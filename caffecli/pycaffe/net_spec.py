@@ -160,10 +160,10 @@ class NetSpec:
         self.tops[name] = value
 
     def __getattr__(self, name):
-        try:
-            return self.tops[name]
-        except KeyError:
-            raise _MissingTop(name) from None
+        tops = self.__dict__.get("tops", {})
+        if name not in tops:
+            raise _MissingTop(name)
+        return tops[name]
 
     def __setitem__(self, key, value):
         self.__setattr__(key, value)

@@ -2,7 +2,8 @@
 
 Order of preprocess: float32, resize to the input's spatial size, transpose, channel swap, raw
 scale, mean subtraction, input scale; deprocess undoes them in reverse. Unlike pycaffe, the
-caller's array is never modified in place.
+caller's array is never modified in place, and a constant mean of another size stays constant
+(pycaffe's rescaling divided 0 by 0).
 """
 import numpy
 
@@ -99,9 +100,12 @@ class Transformer:
             in_shape = tuple(self.inputs[in_][1:])
             if shape != in_shape:
                 m_min, m_max = mean.min(), mean.max()
-                normal = (mean - m_min) / (m_max - m_min)
-                mean = resize_image(normal.transpose((1, 2, 0)), in_shape[1:]).transpose(
-                    (2, 0, 1)) * (m_max - m_min) + m_min
+                if m_max > m_min:
+                    normal = (mean - m_min) / (m_max - m_min)
+                    mean = resize_image(normal.transpose((1, 2, 0)), in_shape[1:]).transpose(
+                        (2, 0, 1)) * (m_max - m_min) + m_min
+                else:  # constant (pycaffe divided 0 by 0 here and subtracted NaN)
+                    mean = numpy.full(in_shape, m_min)
         self.mean[in_] = mean
 
     def set_input_scale(self, in_, scale):
