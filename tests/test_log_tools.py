@@ -71,7 +71,8 @@ def test_parse_log_csvs_from_a_caffecli_log(train_log, tmp_path):
     assert [float(r[2]) for r in test[1:]] == [0.1, 0.1, 0.05]
     seconds = [float(r[1]) for r in train[1:]]
     assert seconds == sorted(seconds) and seconds[0] >= 0
-    logged = [line.rsplit("loss = ", 1)[1].split()[0] for line in train_log.read_text().splitlines()
+    logged = [line.rsplit("loss = ", 1)[1].split()[0]
+              for line in train_log.read_text().splitlines()
               if "Train net output #0: loss = " in line]
     assert [float(r[3]) for r in train[1:]] == [float(v) for v in logged]
     assert all(0 <= float(r[3]) <= 1 for r in test[1:])

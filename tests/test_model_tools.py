@@ -18,7 +18,8 @@ from caffecli.proto import caffe_pb2
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEPLOY = """name: "tiny_deploy"
-layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 1 dim: 3 dim: 6 dim: 6 } } }
+layer { name: "data" type: "Input" top: "data"
+  input_param { shape { dim: 1 dim: 3 dim: 6 dim: 6 } } }
 layer { name: "ip" type: "InnerProduct" bottom: "data" top: "ip"
   inner_product_param { num_output: 4 weight_filler { type: "gaussian" std: 0.05 }
     bias_filler { type: "gaussian" std: 0.5 } } }

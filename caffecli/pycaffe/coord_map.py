@@ -83,39 +83,33 @@ def _mappable_bottoms(top):
     return top.fn.inputs[:1] if top.fn.type_name == "Crop" else top.fn.inputs
 
 
-def _ancestor_maps(top):
-    """{ancestor top: map from it to ``top``} over every path of mappable layers."""
-    maps = {top: (None, 1, 0)}
-    frontier = [top]
-    while frontier:
-        current = frontier.pop()
-        try:
-            step = coord_map(current.fn)
-        except UndefinedMapException:
-            continue
-        for bottom in _mappable_bottoms(current):
-            maps[bottom] = compose(maps[current], step)
-            frontier.append(bottom)
-    return maps
+def _step_back(top, maps):
+    """Map each mappable bottom of ``top`` (its layer's map composed onto ``maps[top]``) and
+    return those bottoms; none past a layer without a map."""
+    try:
+        step = coord_map(top.fn)
+    except UndefinedMapException:
+        return []
+    bottoms = list(_mappable_bottoms(top))
+    for bottom in bottoms:
+        maps[bottom] = compose(maps[top], step)
+    return bottoms
 
 
 def coord_map_from_to(top_from, top_to):
     """The map taking ``top_from``'s coordinates to ``top_to``'s, through their nearest common
     ancestor; RuntimeError when only non-spatial layers connect them."""
-    from_maps = _ancestor_maps(top_from)
+    from_maps = {top_from: (None, 1, 0)}
+    frontier = [top_from]
+    while frontier:
+        frontier.extend(_step_back(frontier.pop(), from_maps))
     to_maps = {top_to: (None, 1, 0)}
     frontier = [top_to]
     while frontier:
         current = frontier.pop(0)
         if current in from_maps:
             return compose(to_maps[current], inverse(from_maps[current]))
-        try:
-            step = coord_map(current.fn)
-        except UndefinedMapException:
-            continue
-        for bottom in _mappable_bottoms(current):
-            to_maps[bottom] = compose(to_maps[current], step)
-            frontier.append(bottom)
+        frontier.extend(_step_back(current, to_maps))
     raise RuntimeError("Could not compute map between tops; are they connected by spatial "
                        "layers?")
 

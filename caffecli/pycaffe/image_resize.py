@@ -57,24 +57,21 @@ def _sample_axis(image, coords, axis, order, grid):
     out = 0.0
     for index, weight in taps:
         weight = numpy.where(inside & (index >= 0) & (index < n), weight, 0.0)
-        out = out + numpy.take(image, numpy.clip(index, 0, n - 1), axis=axis) * weight.reshape(shape)
+        taken = numpy.take(image, numpy.clip(index, 0, n - 1), axis=axis)
+        out = out + taken * weight.reshape(shape)
     return out
 
 
 def resize_like_skimage(image, new_dims, order=1):
     """skimage.transform.resize(image, new_dims, order, mode='constant') for an H x W x K float
     image in [0, 1]: anti-aliased when shrinking, clipped to the input's range."""
-    if order not in (0, 1):
-        raise ValueError("resize_image supports interp_order 0 (nearest) and 1 (linear), got %r"
-                         % (order,))
     dtype = _float_type(image.dtype)
     out = image.astype(dtype, copy=False)
     in_hw = numpy.array(image.shape[:2], dtype=numpy.float64)
     factors = in_hw / numpy.array(new_dims, dtype=numpy.float64)
-    if (factors > 1).any():
-        for axis, sigma in enumerate(numpy.maximum(0.0, (factors - 1) / 2)):
-            if sigma > 1e-15:
-                out = _gaussian_1d(out, sigma, axis)
+    for axis, sigma in enumerate(numpy.maximum(0.0, (factors - 1) / 2)):
+        if sigma > 1e-15:  # only the axes being shrunk
+            out = _gaussian_1d(out, sigma, axis)
     sampled = out.astype(numpy.float64)
     for axis, (size, factor) in enumerate(zip(new_dims, factors)):
         coords = (numpy.arange(size, dtype=numpy.float64) + 0.5) * factor - 0.5
@@ -85,9 +82,6 @@ def resize_like_skimage(image, new_dims, order=1):
 def zoom_like_ndimage(image, new_dims, order=1):
     """scipy.ndimage.zoom(image, (h'/h, w'/w, 1), order): corner-aligned resampling of the two
     leading axes, any number of channels, in the image's own float type."""
-    if order not in (0, 1):
-        raise ValueError("resize_image supports interp_order 0 (nearest) and 1 (linear), got %r"
-                         % (order,))
     dtype = _float_type(image.dtype)
     sampled = image.astype(numpy.float64)
     for axis, size in enumerate(new_dims):
@@ -103,6 +97,9 @@ def resize_image(im, new_dims, interp_order=1):
     images are scaled to [0, 1], resized like scikit-image (anti-aliased, zero beyond the border)
     and scaled back; a constant image stays constant; other channel counts are resampled corner
     to corner like scipy.ndimage.zoom. float32 out; interp_order 0 or 1."""
+    if interp_order not in (0, 1):
+        raise ValueError("resize_image supports interp_order 0 (nearest) and 1 (linear), got %r"
+                         % (interp_order,))
     new_dims = tuple(int(d) for d in new_dims)
     if im.shape[-1] in (1, 3):
         im_min, im_max = im.min(), im.max()

@@ -130,7 +130,8 @@ def save_csv_files(logfile_path, output_dir, train_dict_list, test_dict_list, de
 @click.argument("logfile_path")
 @click.argument("output_dir")
 @click.option("--verbose", is_flag=True, help="Print some extra info (e.g., output filenames)")
-@click.option("--delimiter", default=",", show_default=True, help="Column delimiter in output files")
+@click.option("--delimiter", default=",", show_default=True,
+              help="Column delimiter in output files")
 def parse_log_command(logfile_path, output_dir, verbose, delimiter):
     if not os.path.isdir(output_dir):
         raise CaffeError("%s: no such directory (output directory)" % output_dir)
