@@ -23,7 +23,9 @@ def test_tool_commands_are_click_commands_with_caffe_names():
     import click
     names = {c.name for c in TOOL_COMMANDS}
     assert names == {"convert_imageset", "compute_image_mean", "convert_cifar_data",
-                     "convert_mnist_data", "extract_features"}
+                     "convert_mnist_data", "extract_features", "upgrade_net_proto_text",
+                     "upgrade_net_proto_binary", "upgrade_solver_proto_text", "draw_net",
+                     "classify", "detect", "parse_log", "plot_log"}
     assert all(isinstance(c, click.Command) for c in TOOL_COMMANDS)
 
 
