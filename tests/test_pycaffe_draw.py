@@ -83,6 +83,8 @@ def test_png_svg_pdf_and_raw(tmp_path):
         assert f.read(5) == b"%PDF-"
     raw = caffe.draw.draw_net(lenet(), "LR", ext="raw").decode("utf-8")
     assert raw.startswith("digraph LeNet {") and "->" in raw
+    with pytest.raises(CaffeError, match=r"could not write xyz: .*\bxyz\b"):
+        caffe.draw.draw_net(lenet(), "LR", ext="xyz")
 
 
 def test_missing_pydot_names_the_extra(monkeypatch):

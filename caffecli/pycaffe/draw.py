@@ -9,7 +9,9 @@ InnerProduct layers carry the batch size or num_output. The graph is built with 
 by Pillow). The extension ``.raw`` writes the DOT source without laying it out.
 """
 import io
+import os
 import shutil
+import subprocess
 import sysconfig
 
 from PIL import Image
@@ -156,12 +158,15 @@ def render(graph, ext):
 
 
 def _create(graph, program, ext):
-    try:
-        return graph.create(prog=program, format=ext)
-    except Exception as exc:  # pydot reports graphviz failures as assorted exception types
-        message = " ".join(str(exc).split())
-        raise CaffeError("graphviz (%s) could not write %s: %s" % (program, ext, message)) \
-            from None
+    """Run the layout program on the graph's DOT text (what pydot's create does), with its
+    complaint as a one-line error."""
+    done = subprocess.run([program, "-T" + ext], input=graph.to_string().encode("utf-8"),
+                          capture_output=True)
+    if done.returncode != 0:
+        reason = " ".join(done.stderr.decode("utf-8", "replace").split()) or \
+            "exit status %d" % done.returncode
+        raise CaffeError("%s could not write %s: %s" % (os.path.basename(program), ext, reason))
+    return done.stdout
 
 
 def _png_to_pdf(png):
