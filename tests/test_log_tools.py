@@ -137,3 +137,12 @@ def test_parse_log_needs_a_solving_line(tmp_path):
     path.write_text("I1231 10:00:00.000000  7 net.cpp:1] Iteration 1\n")
     with pytest.raises(CaffeError, match="no 'Solving' line"):
         parse_log(str(path))
+
+
+def test_plot_log_grid_notes_charts_without_numbers(tmp_path):
+    path = tmp_path / "noacc.log"
+    path.write_text(LOG_LINES.format(d1="I0301", d2="I0301"))
+    plot_log_mod.plot_logs([str(path)], str(tmp_path / "grid.png"))
+    assert Image.open(tmp_path / "grid.png").size == (800, 1088)
+    with pytest.raises(CaffeError, match=r"no test accuracy column to plot \(test outputs: loss\)"):
+        plot_log_mod.plot_logs([str(path)], str(tmp_path / "one.png"), chart=0)

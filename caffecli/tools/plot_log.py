@@ -4,8 +4,9 @@ matplotlib (the ``[plot]`` extra).
 The chart types and their numbers are plot_training_log.py's: test accuracy, test loss, train
 learning rate and train loss, each against iterations and against seconds. ``--chart N`` draws
 one of them (several logs share its axes, one line each); without it all eight are drawn in a
-grid. The numbers come from parse_log: test accuracy and loss are the test outputs whose names
-contain 'accuracy' and 'loss', train loss the train output named like 'loss'.
+grid, where a chart the logs have no numbers for (no test net, say) says so instead. The
+numbers come from parse_log: test accuracy and loss are the test outputs whose names contain
+'accuracy' and 'loss', train loss the train output named like 'loss'.
 """
 import os
 
@@ -84,7 +85,14 @@ def plot_logs(logs, output, chart=None):
     figure = figure_module.Figure(figsize=(5.0 * cols, 3.4 * rows), dpi=80,
                                   layout="constrained")
     for index, chart_type in enumerate(charts):
-        _draw_chart(figure.add_subplot(rows, cols, index + 1), chart_type, logs, tables)
+        axes = figure.add_subplot(rows, cols, index + 1)
+        try:
+            _draw_chart(axes, chart_type, logs, tables)
+        except CaffeError as exc:
+            if chart is not None:
+                raise
+            axes.set_axis_off()  # in the grid, a chart the logs have no numbers for says so
+            axes.text(0.5, 0.5, str(exc), ha="center", va="center", wrap=True)
     figure.savefig(output)
 
 
