@@ -13,7 +13,7 @@ PYCAFFE_NAMES = ["Net", "SGDSolver", "NesterovSolver", "AdaGradSolver", "RMSProp
                  "set_mode_gpu", "set_device", "set_random_seed", "init_log", "log",
                  "layer_type_list", "solver_count", "solver_rank", "TRAIN", "TEST", "io",
                  "layers", "params", "NetSpec", "to_proto", "Classifier", "Detector", "proto",
-                 "net_spec", "draw", "coord_map", "classifier", "detector"]
+                 "net_spec", "draw", "coord_map", "classifier", "detector", "pycaffe"]
 
 
 def test_caffe_has_pycaffes_names_and_the_facades():
@@ -37,6 +37,7 @@ def test_pycaffe_import_forms_work_in_a_fresh_interpreter(tmp_path):
             "from caffe.coord_map import crop\n"
             "from caffe.net_spec import NetSpec\n"
             "from caffe.classifier import Classifier\n"
+            "from caffe.pycaffe import Net, SGDSolver\n"
             "import caffecli as c2\n"
             "print(caffe_pb2.NetParameter.__name__, L.ReLU.__name__, P.Pooling.MAX,\n"
             "      caffe.Net is c2.Net)")
