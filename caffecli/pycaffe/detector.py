@@ -56,7 +56,8 @@ class Detector(Net):
     def crop(self, im, window):
         """The ``window`` (ymin, xmin, ymax, xmax) of H x W x K image ``im``; with context_pad,
         the window grown so the padding is context, warped to the crop size, parts outside the
-        image left at the mean."""
+        image left at the mean. Box coordinates are cast to int for slicing (pycaffe sliced with
+        floats, which numpy no longer accepts)."""
         window = numpy.asarray(window)
         crop = im[int(window[0]):int(window[2]), int(window[1]):int(window[3])]
         if not self.context_pad:
