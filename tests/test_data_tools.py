@@ -10,7 +10,7 @@ from caffecli.errors import CaffeError
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import read_blob_proto
 from caffecli.tools import TOOL_COMMANDS, compute_image_mean, convert_cifar_data, \
-    convert_imageset, convert_mnist_data
+    convert_imageset, convert_mnist_data, extract_features
 from data_helpers import close_net, data_net, make_cifar_folder, write_datum_db, write_mnist, \
     write_png
 
@@ -23,7 +23,9 @@ def test_tool_commands_are_click_commands_with_caffe_names():
     import click
     names = {c.name for c in TOOL_COMMANDS}
     assert names == {"convert_imageset", "compute_image_mean", "convert_cifar_data",
-                     "convert_mnist_data", "extract_features"}
+                     "convert_mnist_data", "extract_features", "upgrade_net_proto_text",
+                     "upgrade_net_proto_binary", "upgrade_solver_proto_text", "draw_net",
+                     "classify", "detect", "parse_log", "plot_log"}
     assert all(isinstance(c, click.Command) for c in TOOL_COMMANDS)
 
 
@@ -196,8 +198,9 @@ def test_extract_features_writes_float_datums(tmp_path):
     w = net.layer_by_name("ip").blobs[0].data.copy()
     close_net(net)
     out = str(tmp_path / "feat")
-    result = CliRunner().invoke(TOOL_COMMANDS[-1], [weights, str(proto), "ip,data",
-                                                   out + "," + out + "_d", "2", "lmdb"])
+    result = CliRunner().invoke(extract_features.extract_features,
+                                [weights, str(proto), "ip,data", out + "," + out + "_d", "2",
+                                 "lmdb"])
     assert result.exit_code == 0, result.output
     recs = records(out)
     assert [k for k, _ in recs] == ["%010d" % i for i in range(4)]
