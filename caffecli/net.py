@@ -4,7 +4,6 @@ Follows Caffe's net.cpp: NetStateRule filtering, automatic splits, in-place tops
 need-backward inference, parameter sharing by name, and the set-up log lines. Each layer, blob
 and parameter is one small record; the pycaffe surface lives in caffecli.pycaffe.
 """
-import os
 
 import numpy
 

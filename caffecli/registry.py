@@ -1,14 +1,26 @@
 """The layer registry: maps a prototxt ``type`` string to a class or a creator function.
 
-Register a class with ``@register_layer("MyType")``; register a creator (a function taking the
-LayerParameter and returning a layer, e.g. to pick an engine) with
-``register_creator("MyType", fn)``. User modules can do the same before building a net.
+A built-in type lives in ``caffecli/layers/<module_name(type)>.py`` (``InnerProduct`` in
+inner_product.py, ``LSTMUnit`` in lstm_unit.py), imported the first time a net asks for the type.
+Register a class with ``@register_layer("MyType")``; a creator (a function taking the
+LayerParameter and returning a layer, e.g. to pick an engine) with ``register_creator``. User
+modules can do the same before building a net.
 """
+import importlib
+import re
+
 import numpy
 
 from .errors import CaffeError
 
 _REGISTRY = {}
+_WORD = re.compile(r"(?<=[a-z0-9])(?=[A-Z][a-z])|(?<=[A-Z]{2})(?=[A-Z][a-z])")
+
+
+def module_name(type_name):
+    """The file of a built-in type: words split at capitals, an acronym kept whole, lowered
+    (ReLU -> relu, InnerProduct -> inner_product, HDF5Data -> hdf5_data)."""
+    return _WORD.sub("_", type_name).lower()
 
 
 def register_layer(type_name):
@@ -45,15 +57,25 @@ def layer_types():
 def create_layer(param, dtype=numpy.float32):
     """Build the layer a LayerParameter names (its net computing in ``dtype``), or fail listing
     the known types."""
-    _load_builtin()
-    creator = _REGISTRY.get(param.type)
+    creator = _REGISTRY.get(param.type) or _load(param.type)
     if creator is None:
         raise CaffeError("Unknown layer type: %s (layer '%s'; known types: %s)"
-                         % (param.type, param.name, ", ".join(sorted(_REGISTRY))))
+                         % (param.type, param.name, ", ".join(layer_types())))
     layer = creator(param)
     layer.net_dtype = numpy.dtype(dtype)
     return layer
 
 
+def _load(type_name):
+    """Import the built-in module of ``type_name``; its creator, or None for an unknown type."""
+    try:
+        importlib.import_module("caffecli.layers." + module_name(type_name))
+    except ModuleNotFoundError as exc:
+        if not exc.name.startswith("caffecli.layers"):
+            raise
+    return _REGISTRY.get(type_name)
+
+
 def _load_builtin():
-    from . import layers  # noqa: F401  (importing registers every built-in family)
+    from . import layers  # the layers import this module: a cycle at import time
+    layers.load_all()

@@ -131,9 +131,8 @@ def parse_log(text):
 # ---- running the command -------------------------------------------------------------------
 def _fresh_process_state():
     """What a new ``caffecli`` process starts with: glog's LOG_FIRST_N lines not yet printed."""
-    from caffecli.layers import hdf5_layers
-    if isinstance(getattr(hdf5_layers, "_logged_class", None), list):
-        del hdf5_layers._logged_class[:]
+    from caffecli.layers import _hdf5
+    del _hdf5.logged_class[:]
 
 
 def run_cli(args, cwd):

@@ -1,5 +1,4 @@
 """Data and ImageData layers: order, wrap-around, errors, exact resume, OpenCV pixels."""
-import os
 
 import numpy
 import pytest

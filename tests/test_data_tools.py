@@ -182,7 +182,6 @@ def test_compute_image_mean_missing_db_is_error(tmp_path):
 
 def test_extract_features_writes_float_datums(tmp_path):
     from caffecli import Net
-    from caffecli.proto.io import parse_text
     rs = numpy.random.RandomState(4)
     arrays = [rs.randint(0, 256, size=(1, 2, 2)) for _ in range(4)]
     src = write_datum_db(str(tmp_path / "db"), arrays)

@@ -11,7 +11,6 @@ import pytest
 
 import caffecli
 from caffecli import context
-from caffecli.proto import caffe_pb2
 from caffecli.proto.io import read_net_param, read_solver_param
 from data_helpers import write_datum_db
 

@@ -7,6 +7,8 @@ scanning the test files for tests that call check_gradient on a net naming the t
 import ast
 import glob
 import os
+import subprocess
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -17,7 +19,7 @@ from caffecli.layer import Layer
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import read_text
 from caffecli.proto.upgrade import upgrade_net_as_needed
-from caffecli.registry import _REGISTRY, layer_types
+from caffecli.registry import _REGISTRY, layer_types, module_name
 from golden import Case, require_golden
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
@@ -195,3 +197,31 @@ def test_gradient_scan_finds_known_tests():
     assert "test_layers_vision.py::test_convolution_gradient" in _GRADIENT_TESTS["Convolution"]
     assert "Accuracy" not in _GRADIENT_TESTS
 
+
+
+# ---- (d) a layer's file is predictable from its type -------------------------------------
+def test_each_builtin_type_lives_in_the_module_named_after_it():
+    for type_name in _builtin_types():
+        creator = _REGISTRY[type_name]
+        assert creator.__module__ == "caffecli.layers." + module_name(type_name), type_name
+
+
+def test_module_names_follow_the_rule():
+    assert [module_name(t) for t in ("ReLU", "PReLU", "TanH", "InnerProduct", "HDF5Data",
+                                     "LSTMUnit", "SigmoidCrossEntropyLoss", "Im2col")] == \
+        ["relu", "prelu", "tanh", "inner_product", "hdf5_data", "lstm_unit",
+         "sigmoid_cross_entropy_loss", "im2col"]
+
+
+def test_a_net_imports_only_the_layer_modules_it_uses():
+    code = ("import sys, caffecli\n"
+            "from caffecli.proto import caffe_pb2\n"
+            "from caffecli.proto.io import parse_text\n"
+            "p = parse_text('layer { name: \"x\" type: \"Input\" top: \"x\" input_param { shape "
+            "{ dim: 1 } } } layer { name: \"r\" type: \"ReLU\" bottom: \"x\" top: \"y\" }', "
+            "caffe_pb2.NetParameter())\n"
+            "caffecli.Net(p, caffecli.TEST, log=False)\n"
+            "print(sorted(m for m in sys.modules if m.startswith('caffecli.layers.')))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "['caffecli.layers.input', 'caffecli.layers.relu']"

@@ -7,7 +7,7 @@ import pytest
 
 from caffecli.blob import Blob
 from caffecli.errors import CaffeError
-from caffecli.layers import vision
+from caffecli.layers import _base_conv as base_conv
 from caffecli.proto import caffe_pb2
 from gradcheck import check_gradient, make_layer
 
@@ -107,7 +107,7 @@ def test_convolution_batch_chunks_match(monkeypatch):
     text = conv("num_output: 3 kernel_size: 3 pad: 1")
     x = R.randn(5, 2, 6, 6)
     ref_layer, ref_bottom, ref_top = run(text, x)
-    monkeypatch.setattr(vision, "COL_CHUNK_ELEMENTS", 200)  # forces chunks of 1 image
+    monkeypatch.setattr(base_conv, "COL_CHUNK_ELEMENTS", 200)  # forces chunks of 1 image
     layer = make_layer(text)
     bottom, top = [Blob(x.shape, dtype=numpy.float64)], [Blob(dtype=numpy.float64)]
     bottom[0].data[...] = x
@@ -134,7 +134,7 @@ def test_phase_split_columns_equal_strided_windows(kernel, stride, pad, dilation
     from caffecli.kernels import im2col as ic
     n, c = 3, 2
     out = ic.conv_out_shape(list(img), kernel, pad, stride, dilation)
-    cols = vision._ColumnMaker(list(kernel), list(stride), list(pad), list(dilation))
+    cols = base_conv.ColumnMaker(list(kernel), list(stride), list(pad), list(dilation))
     cols.configure(c, list(img), out)
     assert cols.phased
     x = R.randn(n, c, *img)

@@ -1,10 +1,12 @@
-"""Built-in layers, one family per module; importing this package registers them all.
-
-Every module here is imported automatically, so adding a family means adding a file.
-"""
+"""Built-in layers, one type per module named after it (registry.module_name): ``ReLU`` in
+relu.py, ``InnerProduct`` in inner_product.py. Modules starting with ``_`` hold what a family
+of types shares. A net imports only the modules of the types it uses; ``load_all`` imports
+every one (to list the types)."""
 import importlib
 import pkgutil
 
-for _info in pkgutil.iter_modules(__path__):
-    if not _info.name.startswith("_"):
-        importlib.import_module(__name__ + "." + _info.name)
+
+def load_all():
+    for info in pkgutil.iter_modules(__path__):
+        if not info.name.startswith("_"):
+            importlib.import_module(__name__ + "." + info.name)

@@ -4,8 +4,8 @@ import numpy
 from ..errors import CaffeError
 from ..layer import Layer
 from ..registry import register_layer
-from .loss import int_labels, label_mask
-from .softmax import split_axis
+from ._axes import split_axis
+from ._loss import int_labels, label_mask
 
 
 @register_layer("Accuracy")

@@ -1,5 +1,4 @@
-"""Embed (a lookup table indexed by the bottom's integer values) and Parameter (a learned
-blob exposed as a top)."""
+"""Embed: a lookup table indexed by the bottom's integer values (Caffe's embed_layer)."""
 import numpy
 
 from .. import backend
@@ -62,26 +61,3 @@ class EmbedLayer(Layer):
             scatter_add(self.xp, self.weights[0].diff, self._indices(bottom), dy)
         if self.bias_term and self.param_propagate_down[1]:
             self.weights[1].diff[...] += dy.sum(axis=0)
-
-
-@register_layer("Parameter")
-class ParameterLayer(Layer):
-    """No bottoms; the top shares data and diff with the layer's one parameter blob, so
-    gradients written into the top land in the parameter's diff."""
-
-    exact_num_bottom_blobs = 0
-    exact_num_top_blobs = 1
-
-    def setup(self, bottom, top):
-        shape = self.layer_param.parameter_param.shape
-        if not self.blobs:
-            self.blobs = [Blob(shape, dtype=top[0].dtype)]
-            self.blobs[0].data[...] = 0
-        top[0].reshape(shape)
-
-    def reshape(self, bottom, top):
-        pass
-
-    def forward(self, bottom, top):
-        top[0].share_data(self.blobs[0])
-        top[0].share_diff(self.blobs[0])

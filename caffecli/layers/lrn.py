@@ -3,10 +3,10 @@
 WITHIN_CHANNEL reproduces Caffe's composition (square -> AVE pooling with its padded divisor
 -> power (1 + alpha * s)^-beta -> product with the input), so ``k`` is unused there as in Caffe.
 """
+from ..kernels.pooling import PoolGeometry, ave_pool, ave_pool_backward
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import register_layer
-from .pooling import PoolGeometry, ave_pool, ave_pool_backward
 
 LRNP = caffe_pb2.LRNParameter
 

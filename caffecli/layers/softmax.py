@@ -1,24 +1,9 @@
-"""Softmax along one axis (Caffe's softmax_layer), plus the helpers the softmax losses share."""
+"""Softmax: exp(x - max) / sum(exp(x - max)) along one axis (Caffe's softmax_layer)."""
 from ..errors import CaffeError
+from ..kernels.activations import softmax, softmax_backward
 from ..layer import Layer
 from ..registry import register_layer
-
-
-def split_axis(blob, axis):
-    """(outer, channels, inner) of ``blob`` around the canonical ``axis``."""
-    return blob.count(0, axis), blob.shape[axis], blob.count(axis + 1)
-
-
-def softmax(xp, x):
-    """Softmax over axis 1 of an (outer, channels, inner) array, max subtracted for stability."""
-    e = xp.exp(x - x.max(axis=1, keepdims=True))
-    return e / e.sum(axis=1, keepdims=True)
-
-
-def softmax_backward(top_data, top_diff):
-    """d(bottom) = (d(top) - <d(top), top> over the channel axis) * top, for (outer, C, inner)."""
-    dot = (top_diff * top_data).sum(axis=1, keepdims=True)
-    return (top_diff - dot) * top_data
+from ._axes import split_axis
 
 
 @register_layer("Softmax")

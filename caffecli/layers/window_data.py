@@ -2,7 +2,7 @@
 from .. import glog
 from ..data.window import WindowSource
 from ..registry import register_layer
-from .data_layers import PrefetchingDataLayer
+from ._prefetching import PrefetchingDataLayer
 
 
 @register_layer("WindowData")

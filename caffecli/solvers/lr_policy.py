@@ -9,15 +9,10 @@ import numpy
 
 from .. import glog
 from ..errors import CaffeError
+from ..util.cmath import c_pow
 
 f32 = numpy.float32
 POLICIES = ("fixed", "step", "exp", "inv", "multistep", "poly", "sigmoid")
-
-
-def _pow(a, b):
-    """C's pow in double: nan for a negative base with a fractional power, inf on overflow."""
-    with numpy.errstate(all="ignore"):
-        return float(numpy.power(numpy.float64(a), numpy.float64(b)))
 
 
 def _check(cond, message):
@@ -41,14 +36,14 @@ def _learning_rate(param, iteration, current_step, log):
         _check(param.stepsize > 0, "lr_policy step needs stepsize > 0 (got %d)" % param.stepsize)
         current_step = iteration // param.stepsize
         _check(gamma >= 0, "lr_policy step needs gamma >= 0 (got %s)" % glog.fmt(gamma))
-        return f32(float(base_lr) * _pow(gamma, current_step)), current_step
+        return f32(float(base_lr) * c_pow(gamma, current_step)), current_step
     if policy == "exp":
         _check(gamma >= 0, "lr_policy exp needs gamma >= 0 (got %s)" % glog.fmt(gamma))
-        return f32(float(base_lr) * _pow(gamma, iteration)), current_step
+        return f32(float(base_lr) * c_pow(gamma, iteration)), current_step
     if policy == "inv":
         _check(gamma >= 0, "lr_policy inv needs gamma >= 0 (got %s)" % glog.fmt(gamma))
         base = f32(1) + gamma * f32(iteration)
-        return base_lr * f32(_pow(base, -f32(param.power))), current_step
+        return base_lr * f32(c_pow(base, -f32(param.power))), current_step
     if policy == "multistep":
         if current_step < len(param.stepvalue) and iteration >= param.stepvalue[current_step]:
             current_step += 1
@@ -56,11 +51,11 @@ def _learning_rate(param, iteration, current_step, log):
                 glog.info("sgd_solver.cpp:50", "MultiStep Status: Iteration %d, step = %d"
                           % (iteration, current_step))
         _check(gamma >= 0, "lr_policy multistep needs gamma >= 0 (got %s)" % glog.fmt(gamma))
-        return f32(float(base_lr) * _pow(gamma, current_step)), current_step
+        return f32(float(base_lr) * c_pow(gamma, current_step)), current_step
     if policy == "poly":
         _check(param.max_iter > 0, "lr_policy poly needs max_iter > 0")
         frac = f32(1) - f32(iteration) / f32(param.max_iter)
-        return base_lr * f32(_pow(frac, f32(param.power))), current_step
+        return base_lr * f32(c_pow(frac, f32(param.power))), current_step
     if policy == "sigmoid":
         _check(gamma >= 0, "lr_policy sigmoid needs gamma >= 0 (got %s)" % glog.fmt(gamma))
         _check(param.stepsize > 0,

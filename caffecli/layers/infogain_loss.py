@@ -1,15 +1,17 @@
 """InfogainLoss: softmax over ``infogain_loss_param.axis`` weighted by a KxK matrix H
-(third bottom, or a binaryproto named by ``source``), Caffe's normalization rules."""
+(third bottom, or a binaryproto named by ``source``), Caffe's normalization rules.
+"""
 import numpy
 
 from ..blob import Blob
 from ..errors import CaffeError
+from ..kernels.activations import softmax
 from ..layer import LossLayer
 from ..proto.io import read_blob_proto
 from ..registry import register_layer
-from .loss import (LOG_THRESHOLD, get_normalizer, ignore_label_of, int_labels, label_mask,
-                   loss_weight, poison, refuse_label_backward, valid_count)
-from .softmax import softmax, split_axis
+from ._axes import split_axis
+from ._loss import (LOG_THRESHOLD, get_normalizer, ignore_label_of, int_labels, label_mask,
+                    loss_weight, poison, refuse_label_backward, valid_count)
 
 
 @register_layer("InfogainLoss")

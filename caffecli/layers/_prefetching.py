@@ -1,22 +1,18 @@
-"""Prefetching data layers: Data (LMDB/LevelDB Datums) and ImageData (an image list).
+"""Base of the prefetching data layers (Caffe's BasePrefetchingDataLayer): a background thread
+fills up to ``data_param.prefetch`` batches ahead and Forward hands the next one to the tops.
 
-As Caffe's BasePrefetchingDataLayer, a background thread fills up to ``data_param.prefetch``
-batches ahead and forward copies the next one into the tops. ``get_data_state`` reports the
-source position after the last batch forward handed out (not the read-ahead), so a solver can
-save it and ``set_data_state`` resumes at exactly the next unseen record.
+``get_data_state`` reports the source position after the last batch Forward handed out (not the
+read-ahead), so a solver can save it and ``set_data_state`` resumes at the next unseen record.
 """
 import weakref
 
 import numpy
 
-from .. import context, glog
+from .. import glog
 from ..data.prefetch import Prefetcher
-from ..data.sources import DBSource, ImageListSource, read_image_list
 from ..data.transformer import DataTransformer
 from ..errors import CaffeError
 from ..layer import Layer
-from ..proto import caffe_pb2
-from ..registry import register_layer
 
 
 def _shutdown(prefetcher, source):
@@ -86,46 +82,3 @@ class PrefetchingDataLayer(Layer):
     def close(self):
         """Stop the prefetch thread and release the source now."""
         self._finalizer()
-
-
-@register_layer("Data")
-class DataLayer(PrefetchingDataLayer):
-    """Datum records from an LMDB or LevelDB database (data_param)."""
-
-    def make_source(self, top, dtype):
-        p = self.layer_param.data_param
-        if not p.source:
-            raise self.error("data_param.source is not set")
-        tp = self.layer_param.transform_param
-        backend_name = "lmdb" if p.backend == p.LMDB else "leveldb"
-        # data-parallel ranks read disjoint records in TRAIN; only the root tests
-        share = (context.solver_rank(), context.solver_count()) \
-            if self.phase == caffe_pb2.TRAIN else (0, 1)
-        source = DBSource(p.source, backend_name, p.batch_size, self.transformer, dtype,
-                          self.output_labels, force_color=tp.force_color,
-                          force_gray=tp.force_gray, rand_skip=p.rand_skip, share=share)
-        glog.info("db_%s.cpp:%d" % (backend_name, 35 if backend_name == "lmdb" else 18),
-                  "Opened %s %s" % (backend_name, p.source))
-        return source
-
-
-@register_layer("ImageData")
-class ImageDataLayer(PrefetchingDataLayer):
-    """Images listed in ``image_data_param.source`` ("path label" lines), decoded by OpenCV."""
-
-    exact_num_top_blobs = 2
-    min_top_blobs = -1
-    max_top_blobs = -1
-    log_where = "image_data_layer.cpp:90"
-
-    def make_source(self, top, dtype):
-        p = self.layer_param.image_data_param
-        glog.info("image_data_layer.cpp:38", "Opening file " + p.source)
-        lines = read_image_list(p.source)
-        if p.shuffle:
-            glog.info("image_data_layer.cpp:53", "Shuffling data")
-        glog.info("image_data_layer.cpp:63", "A total of %d images." % len(lines))
-        return ImageListSource(lines, p.root_folder, p.batch_size, self.transformer, dtype,
-                               new_height=p.new_height, new_width=p.new_width,
-                               is_color=p.is_color, shuffle=p.shuffle, rand_skip=p.rand_skip,
-                               what="Layer %s (ImageData)" % self.name)

@@ -43,8 +43,6 @@ def import_layer_class(module_name, class_name, where):
     return cls
 
 
-
-
 def create_python_layer(param):
     """The user's layer object, ready to be set up: it runs on the host with its errors named."""
     pp = param.python_param

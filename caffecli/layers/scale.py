@@ -1,8 +1,5 @@
-"""Scale and Bias: multiply / add a blob broadcast over bottom[0]'s axes [axis, axis+num_axes).
-
-The factor is a learned parameter (one bottom) or the second bottom. Bottom[0] is viewed as
-(outer, dim, inner) where dim spans the factor's axes.
-"""
+"""Scale: bottom[0] times a blob broadcast over its axes, plus an optional bias (Caffe's
+scale_layer)."""
 import copy
 
 from ..blob import Blob
@@ -10,72 +7,7 @@ from ..fillers import fill
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import create_layer, register_layer
-
-
-def _param_shape(layer, bottom, axis, num_axes, what):
-    """The shape of a learned scale/bias blob: bottom[0]'s axes from ``axis``, ``num_axes`` long."""
-    b = bottom[0]
-    axis = b.canonical_axis_index(axis)
-    if num_axes < -1:
-        raise layer.error("num_axes must be non-negative, or -1 to extend to the end of "
-                          "bottom[0], got %d" % num_axes)
-    if num_axes >= 0 and b.num_axes < axis + num_axes:
-        raise layer.error("%s blob's shape extends past bottom[0]'s shape %s when applied "
-                          "starting with bottom[0] axis = %d" % (what, b.shape_string(), axis))
-    return b.shape[axis:] if num_axes == -1 else b.shape[axis:axis + num_axes]
-
-
-def _broadcast_dims(layer, bottom, factor, axis, what):
-    """(outer, dim, inner) for applying ``factor`` to bottom[0] from ``axis``; checks shapes."""
-    b = bottom[0]
-    axis = 0 if factor.num_axes == 0 else b.canonical_axis_index(axis)
-    if b.num_axes < axis + factor.num_axes or \
-            b.shape[axis:axis + factor.num_axes] != factor.shape:
-        raise layer.error("dimension mismatch: %s blob %s does not match bottom[0] %s at "
-                          "axis %d" % (what, factor.shape_string(), b.shape_string(), axis))
-    return b.count(0, axis), factor.count(), b.count(axis + factor.num_axes)
-
-
-@register_layer("Bias")
-class BiasLayer(Layer):
-    """top = bottom[0] + bias (learned, or bottom[1]), broadcast."""
-
-    min_bottom_blobs = 1
-    max_bottom_blobs = 2
-    exact_num_top_blobs = 1
-
-    def setup(self, bottom, top):
-        if len(bottom) == 1 and not self.blobs:
-            p = self.layer_param.bias_param
-            shape = _param_shape(self, bottom, p.axis, p.num_axes, "bias")
-            self.blobs = [fill(Blob(shape, dtype=bottom[0].dtype), p.filler)]
-        self.param_propagate_down = [True] * len(self.blobs)
-
-    def reshape(self, bottom, top):
-        bias = bottom[1] if len(bottom) > 1 else self.weights[0]
-        self.dims = _broadcast_dims(self, bottom, bias, self.layer_param.bias_param.axis, "bias")
-        if top[0] is not bottom[0]:
-            top[0].reshape_like(bottom[0])
-
-    def forward(self, bottom, top):
-        bias = (bottom[1] if len(bottom) > 1 else self.weights[0]).data
-        outer, dim, inner = self.dims
-        y = top[0].data.reshape(outer, dim, inner)
-        if top[0] is not bottom[0]:
-            y[...] = bottom[0].data.reshape(outer, dim, inner)
-        y += bias.reshape(1, dim, 1)
-
-    def backward(self, top, propagate_down, bottom):
-        if propagate_down[0] and top[0] is not bottom[0]:
-            bottom[0].diff[...] = top[0].diff
-        learned = len(bottom) == 1
-        if (learned and self.param_propagate_down[0]) or (not learned and propagate_down[1]):
-            outer, dim, inner = self.dims
-            total = top[0].diff.reshape(outer, dim, inner).sum(axis=(0, 2))
-            if learned:
-                self.weights[0].diff.reshape(-1)[...] += total
-            else:
-                bottom[1].diff.reshape(-1)[...] = total
+from ._broadcast import broadcast_dims, factor_shape
 
 
 @register_layer("Scale")
@@ -89,7 +21,7 @@ class ScaleLayer(Layer):
     def setup(self, bottom, top):
         p = self.layer_param.scale_param
         if len(bottom) == 1 and not self.blobs:
-            shape = _param_shape(self, bottom, p.axis, p.num_axes, "scale")
+            shape = factor_shape(self, bottom, p.axis, p.num_axes, "scale")
             filler = p.filler if p.HasField("filler") else \
                 caffe_pb2.FillerParameter(type="constant", value=1)
             self.blobs = [fill(Blob(shape, dtype=bottom[0].dtype), filler)]
@@ -113,7 +45,7 @@ class ScaleLayer(Layer):
 
     def reshape(self, bottom, top):
         scale = bottom[1] if len(bottom) > 1 else self.weights[0]
-        self.dims = _broadcast_dims(self, bottom, scale, self.layer_param.scale_param.axis,
+        self.dims = broadcast_dims(self, bottom, scale, self.layer_param.scale_param.axis,
                                     "scale")
         if top[0] is not bottom[0]:
             top[0].reshape_like(bottom[0])

@@ -1,21 +1,17 @@
-"""Convolution, Deconvolution and Im2col (Caffe's base_conv / conv / deconv / im2col layers).
-
-Convolution is im2col through a strided window view plus one batched GEMM over the groups for
-a whole chunk of the batch; the column buffer is laid out (C, *kernel, N, *out) so the forward,
-weight-gradient and input-gradient products are each a single GEMM per group.
+"""What Convolution and Deconvolution share (Caffe's base_conv_layer): geometry, the column
+buffer and the grouped GEMMs.
 """
 import numpy
 
 from ..blob import Blob
 from ..fillers import fill
-from ..layer import Layer
-from ..registry import register_layer
 from ..kernels import im2col as ic
+from ..layer import Layer
 
 COL_CHUNK_ELEMENTS = 1 << 25  # cap on the column buffer (elements); larger batches go in chunks
 
 
-def _prod(seq):
+def prod(seq):
     n = 1
     for v in seq:
         n *= int(v)
@@ -57,7 +53,7 @@ def conv_geometry(layer, p, num_spatial):
     return kernel, stride, pad, dilation
 
 
-class _ColumnMaker:
+class ColumnMaker:
     """im2col into a (C, *kernel, *grid, n) buffer and col2im back, reusing buffers.
 
     The batch is the innermost axis so that, at stride 1, every copy and every col2im add
@@ -106,7 +102,7 @@ class _ColumnMaker:
         n = x.shape[0]
         buf = self._buffer(self._pad_in, xp, n, x.dtype)
         shape = ((self.channels,) + tuple(self.kernel) + tuple(self.grid_shape) + (n,))
-        col = self._col_buffer(xp, _prod(shape), x.dtype).reshape(shape)
+        col = self._col_buffer(xp, prod(shape), x.dtype).reshape(shape)
         if self.phased:
             xb, all_c = self._batch_last(x), (slice(None),)
             for phase, grid, img in self.interior:
@@ -194,7 +190,7 @@ class BaseConvolutionLayer(Layer):
                 self.blobs.append(fill(Blob((self.num_output,), dtype), p.bias_filler))
         self.param_propagate_down = [True] * len(self.blobs)
         self.kernel_dim = self.blobs[0].count(1)
-        self.cols = _ColumnMaker(self.kernel, self.stride, self.pad, self.dilation)
+        self.cols = ColumnMaker(self.kernel, self.stride, self.pad, self.dilation)
 
     def compute_output_shape(self, in_shape):
         raise NotImplementedError
@@ -226,7 +222,7 @@ class BaseConvolutionLayer(Layer):
             self.cols.configure(self.num_output, self.out_shape, self.in_shape)
         else:
             self.cols.configure(self.channels, self.in_shape, self.out_shape)
-        per_item = self.kernel_dim * self.group * _prod(self.cols.grid_shape)
+        per_item = self.kernel_dim * self.group * prod(self.cols.grid_shape)
         self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(per_item, 1)))
 
     def _chunks(self):
@@ -241,177 +237,3 @@ class BaseConvolutionLayer(Layer):
         """Add the bias gradient of dy (num, num_output, P)."""
         if self.bias_term and self.param_propagate_down[1]:
             self.weights[1].diff[...] += dy.sum(axis=(0, 2))
-
-
-@register_layer("Convolution")
-class ConvolutionLayer(BaseConvolutionLayer):
-    """N-D grouped, strided, padded, dilated convolution; weights (out, in/group, *kernel)."""
-
-    def compute_output_shape(self, in_shape):
-        return ic.conv_out_shape(in_shape, self.kernel, self.pad, self.stride, self.dilation)
-
-    def forward(self, bottom, top):
-        xp = self.xp
-        g, m = self.group, self.num_output
-        P = _prod(self.out_shape)
-        w = self._grouped_weight()
-        for b, t in zip(bottom, top):
-            x = b.data.reshape((self.num, self.channels) + tuple(self.in_shape))
-            y = t.data.reshape(self.num, m, P)
-            for n0, n1 in self._chunks():
-                nb = n1 - n0
-                col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim, P * nb)
-                out = xp.matmul(w, col)  # (g, m/g, P*nb)
-                y[n0:n1] = out.reshape(m, P, nb).transpose(2, 0, 1)
-            if self.bias_term:
-                y += self.weights[1].data.reshape(1, m, 1)
-        # the columns of the last bottom stay valid for its weight gradient
-        self._cached = (len(bottom) == 1 and self.chunk >= self.num)
-
-    def backward(self, top, propagate_down, bottom):
-        xp = self.xp
-        g, m = self.group, self.num_output
-        P = _prod(self.out_shape)
-        w = self._grouped_weight()
-        need_w = self.param_propagate_down[0]
-        for t, b, down in zip(top, bottom, propagate_down):
-            dy = t.diff.reshape(self.num, m, P)
-            self._bias_grad(dy)
-            if not (need_w or down):
-                continue
-            x = b.data.reshape((self.num, self.channels) + tuple(self.in_shape))
-            dx = b.diff.reshape((self.num, self.channels) + tuple(self.in_shape))
-            wdiff = self.weights[0].diff.reshape(w.shape)
-            for n0, n1 in self._chunks():
-                nb = n1 - n0
-                dyt = xp.ascontiguousarray(dy[n0:n1].transpose(1, 2, 0)).reshape(
-                    g, m // g, P * nb)
-                if need_w:
-                    if getattr(self, "_cached", False):
-                        col = self.cols.last_col.reshape(g, self.kernel_dim, P * nb)
-                    else:
-                        col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim,
-                                                                     P * nb)
-                    wdiff += xp.matmul(dyt, col.transpose(0, 2, 1))
-                if down:
-                    dcol = xp.matmul(w.transpose(0, 2, 1), dyt)  # (g, kdim, P*nb)
-                    shape = ((self.channels,) + tuple(self.kernel) + tuple(self.out_shape)
-                             + (nb,))
-                    self.cols.col2im(xp, dcol.reshape(shape), dx[n0:n1])
-
-
-@register_layer("Deconvolution")
-class DeconvolutionLayer(BaseConvolutionLayer):
-    """Transposed convolution: forward is convolution's input gradient; weights (in, out/group, *k)."""
-
-    reverse = True
-
-    def compute_output_shape(self, in_shape):
-        return [s * (i - 1) + e - 2 * p for i, s, e, p in
-                zip(in_shape, self.stride, ic.kernel_extent(self.kernel, self.dilation),
-                    self.pad)]
-
-    def _batch_last(self, x, n0, n1):
-        """x[n0:n1] (n, c, Pin) as a contiguous (g, c/g, Pin*n) matrix stack."""
-        c = self.channels
-        return self.xp.ascontiguousarray(x[n0:n1].transpose(1, 2, 0)).reshape(
-            self.group, c // self.group, -1)
-
-    def forward(self, bottom, top):
-        xp = self.xp
-        c, m = self.channels, self.num_output
-        Pin = _prod(self.in_shape)
-        w = self._grouped_weight()  # (g, c/g, kdim)
-        for b, t in zip(bottom, top):
-            x = b.data.reshape(self.num, c, Pin)
-            y = t.data.reshape((self.num, m) + tuple(self.out_shape))
-            for n0, n1 in self._chunks():
-                nb = n1 - n0
-                col = xp.matmul(w.transpose(0, 2, 1), self._batch_last(x, n0, n1))
-                shape = (m,) + tuple(self.kernel) + tuple(self.in_shape) + (nb,)
-                self.cols.col2im(xp, col.reshape(shape), y[n0:n1])
-            if self.bias_term:
-                y2 = t.data.reshape(self.num, m, -1)
-                y2 += self.weights[1].data.reshape(1, m, 1)
-
-    def backward(self, top, propagate_down, bottom):
-        xp = self.xp
-        c, m = self.channels, self.num_output
-        Pin = _prod(self.in_shape)
-        w = self._grouped_weight()
-        need_w = self.param_propagate_down[0]
-        for t, b, down in zip(top, bottom, propagate_down):
-            self._bias_grad(t.diff.reshape(self.num, m, -1))
-            if not (need_w or down):
-                continue
-            dy = t.diff.reshape((self.num, m) + tuple(self.out_shape))
-            x = b.data.reshape(self.num, c, Pin)
-            dx = b.diff.reshape(self.num, c, Pin)
-            wdiff = self.weights[0].diff.reshape(w.shape)
-            for n0, n1 in self._chunks():
-                nb = n1 - n0
-                col = self.cols.im2col(xp, dy[n0:n1]).reshape(self.group, self.kernel_dim,
-                                                              Pin * nb)
-                if need_w:
-                    wdiff += xp.matmul(self._batch_last(x, n0, n1), col.transpose(0, 2, 1))
-                if down:
-                    out = xp.matmul(w, col)  # (g, c/g, Pin*nb)
-                    dx[n0:n1] = out.reshape(c, Pin, nb).transpose(2, 0, 1)
-
-
-@register_layer("Im2col")
-class Im2colLayer(Layer):
-    """The column buffer itself as a top: (N, C*prod(kernel), *out) in Caffe's row order."""
-
-    exact_num_bottom_blobs = 1
-    exact_num_top_blobs = 1
-
-    def setup(self, bottom, top):
-        p = self.layer_param.convolution_param
-        self.channel_axis = bottom[0].canonical_axis_index(p.axis)
-        self.num_spatial = bottom[0].num_axes - self.channel_axis - 1
-        if self.num_spatial < 1:
-            raise self.error("needs at least one spatial axis after the channel axis "
-                             "(bottom %s)" % bottom[0].shape_string())
-        self.kernel, self.stride, self.pad, self.dilation = conv_geometry(
-            self, p, self.num_spatial)
-        self._pad_in = ic.PadBuffer()
-        self._pad_out = ic.PadBuffer()
-
-    def reshape(self, bottom, top):
-        b = bottom[0]
-        if b.num_axes != self.channel_axis + 1 + self.num_spatial:
-            raise self.error("bottom num_axes may not change (now %s)" % b.shape_string())
-        first = self.channel_axis + 1
-        self.in_shape = list(b.shape[first:])
-        self.out_shape = ic.conv_out_shape(self.in_shape, self.kernel, self.pad, self.stride,
-                                           self.dilation)
-        if any(o < 0 for o in self.out_shape):
-            raise self.error("kernel %s does not fit the padded input %s"
-                             % (self.kernel, b.shape_string()))
-        self.num = b.count(0, self.channel_axis)
-        self.channels = b.shape[self.channel_axis]
-        self.padded = ic.padded_shape(self.in_shape, self.out_shape, self.kernel, self.pad,
-                                      self.stride, self.dilation)
-        top[0].reshape(b.shape[:self.channel_axis]
-                       + (self.channels * _prod(self.kernel),) + tuple(self.out_shape))
-
-    def forward(self, bottom, top):
-        xp = self.xp
-        x = bottom[0].data.reshape((self.num, self.channels) + tuple(self.in_shape))
-        buf = self._pad_in.get(xp, (self.num, self.channels), self.padded, x.dtype)
-        ic.interior(buf, self.pad, self.in_shape)[...] = x
-        win = ic.windows(xp, buf, self.kernel, self.stride, self.dilation, self.out_shape)
-        top[0].data.reshape(win.shape)[...] = win
-
-    def backward(self, top, propagate_down, bottom):
-        if not propagate_down[0]:
-            return
-        xp = self.xp
-        shape = (self.num, self.channels) + tuple(self.kernel) + tuple(self.out_shape)
-        buf = self._pad_out.get(xp, (self.num, self.channels), self.padded, top[0].dtype)
-        buf[...] = 0
-        ic.col2im_add(buf, top[0].diff.reshape(shape), self.kernel, self.stride,
-                      self.dilation, self.out_shape)
-        bottom[0].diff.reshape((self.num, self.channels) + tuple(self.in_shape))[...] = \
-            ic.interior(buf, self.pad, self.in_shape)

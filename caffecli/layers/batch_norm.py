@@ -1,8 +1,5 @@
-"""BatchNorm and MVN: normalize to zero mean and unit variance per channel / per item.
-
-Both follow Caffe's arithmetic, including where eps enters (BatchNorm: sqrt(var + eps);
-MVN: std + eps) and Caffe's MVN backward, which treats the eps-shifted std as a constant.
-"""
+"""BatchNorm: per-channel normalization with running statistics, Caffe's arithmetic
+(batch_norm_layer)."""
 from ..blob import Blob
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
@@ -115,49 +112,3 @@ class BatchNormLayer(NeuronLayer):
         g *= y.dtype.type(-1.0 / n)
         g += dy
         xp.divide(g, self.std, out=self._view(bottom[0].diff, bottom))
-
-
-@register_layer("MVN")
-class MVNLayer(NeuronLayer):
-    """Subtract the mean (and divide by std + eps) per (item, channel) or per item."""
-
-    def reshape(self, bottom, top):
-        b = bottom[0]
-        top[0].reshape(b.num, b.channels, b.height, b.width)  # Caffe's legacy 4-D top
-
-    def _rows(self, a, bottom):
-        """(groups, values per group) view: one row per item or per (item, channel)."""
-        b = bottom[0]
-        groups = b.num if self.layer_param.mvn_param.across_channels else b.num * b.channels
-        return a.reshape(groups, -1) if groups else a.reshape(0, 0)
-
-    def forward(self, bottom, top):
-        p = self.layer_param.mvn_param
-        x = self._rows(bottom[0].data, bottom)
-        dim = x.shape[1]
-        centered = x - (x.sum(axis=1) * (1.0 / max(dim, 1))).reshape(-1, 1)
-        if p.normalize_variance:
-            var = (centered * centered).sum(axis=1) * (1.0 / max(dim, 1))
-            self.std = (self.xp.sqrt(var) + p.eps).reshape(-1, 1)
-            centered = centered / self.std
-        self._rows(top[0].data, bottom)[...] = centered
-
-    def backward(self, top, propagate_down, bottom):
-        if not propagate_down[0]:
-            return
-        p = self.layer_param.mvn_param
-        # Caffe's sequence of steps on the bottom diff; in place that buffer is also the top
-        # diff, which Caffe overwrites part way (reproduced by following the same steps).
-        dy = self._rows(top[0].diff, bottom)
-        g = self._rows(bottom[0].diff, bottom)
-        dim = max(dy.shape[1], 1)
-        if p.normalize_variance:
-            y = self._rows(top[0].data, bottom)
-            g[...] = y * dy
-            g[...] = g.sum(axis=1).reshape(-1, 1)
-            g *= y
-            g += dy.sum(axis=1).reshape(-1, 1)
-            g[...] = dy + g * (-1.0 / dim)
-            g /= self.std
-        else:
-            g[...] = dy - (dy.sum(axis=1) * (1.0 / dim)).reshape(-1, 1)

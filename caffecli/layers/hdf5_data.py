@@ -1,8 +1,7 @@
-"""HDF5Data (rows of datasets named after the tops, from files listed in a text file) and
-HDF5Output (writes its two bottoms as datasets ``data`` and ``label``), as Caffe's.
+"""HDF5Data: rows of the datasets named after the tops, from the files a text file lists.
 
-HDF5Data reads in forward without a thread, crossing file boundaries row by row as Caffe does:
-at the end of a file it loads the next one, at the end of the list it loops to the first.
+It reads in Forward without a thread, crossing file boundaries row by row as Caffe does: at the
+end of a file it loads the next one, at the end of the list it loops to the first.
 """
 import os
 
@@ -12,47 +11,7 @@ from .. import context, glog
 from ..errors import CaffeError
 from ..layer import Layer
 from ..registry import register_layer
-
-_logged_class = []
-
-
-def _h5py():
-    import h5py
-    return h5py
-
-
-def load_hdf5_file(filename, names, dtype):
-    """The datasets ``names`` of ``filename`` as arrays of ``dtype`` (rows on axis 0)."""
-    h5py = _h5py()
-    if not os.path.isfile(filename):
-        raise CaffeError("%s: HDF5 file not found" % filename)
-    try:
-        f = h5py.File(filename, "r")
-    except OSError as e:
-        raise CaffeError("%s: failed opening HDF5 file (%s)" % (filename, e)) from None
-    arrays = []
-    with f:
-        for name in names:
-            ds = f.get(name)
-            if not isinstance(ds, h5py.Dataset):
-                raise CaffeError("%s: failed to find HDF5 dataset %s" % (filename, name))
-            if ds.dtype.kind not in "fiu":
-                raise CaffeError("%s: dataset %s has unsupported type %s"
-                                 % (filename, name, ds.dtype))
-            if ds.ndim < 1:
-                raise CaffeError("%s: dataset %s must have at least 1 axis" % (filename, name))
-            if not _logged_class:
-                _logged_class.append(True)
-                glog.info("hdf5.cpp:%d" % (33 if ds.dtype.kind == "f" else 36),
-                          "Datatype class: %s" % ("H5T_FLOAT" if ds.dtype.kind == "f"
-                                                  else "H5T_INTEGER"))
-            arrays.append(numpy.asarray(ds[()], dtype=dtype))
-    num = arrays[0].shape[0]
-    for name, a in zip(names, arrays):
-        if a.shape[0] != num:
-            raise CaffeError("%s: dataset %s has %d rows, %s has %d"
-                             % (filename, name, a.shape[0], names[0], num))
-    return arrays
+from ._hdf5 import load_hdf5_file
 
 
 @register_layer("HDF5Data")
@@ -155,48 +114,3 @@ class HDF5DataLayer(Layer):
         self.current_file = int(state["file"])
         self._load(self.current_file, state["data_perm"])
         self.current_row = int(state["row"])
-
-
-def legacy_shape(shape):
-    """Caffe's (num, channels, height, width) view of a blob of at most 4 axes."""
-    if len(shape) > 4:
-        raise CaffeError("cannot use legacy accessors on a blob of %d axes" % len(shape))
-    return tuple(shape) + (1,) * (4 - len(shape))
-
-
-@register_layer("HDF5Output")
-class HDF5OutputLayer(Layer):
-    """Writes bottom 0 as ``data`` and bottom 1 as ``label`` (4-D, as Caffe) to file_name.
-
-    The file is truncated at setup; each forward pass rewrites both datasets with its batch."""
-
-    device_code = False
-    exact_num_bottom_blobs = 2
-    exact_num_top_blobs = 0
-
-    def setup(self, bottom, top):
-        self.file_name = self.layer_param.hdf5_output_param.file_name
-        if not self.file_name:
-            raise self.error("hdf5_output_param.file_name is not set")
-        try:
-            _h5py().File(self.file_name, "w").close()
-        except OSError as e:
-            raise self.error("failed to open HDF5 file %s (%s)" % (self.file_name, e)) from None
-
-    def reshape(self, bottom, top):
-        if bottom[0].shape[:1] != bottom[1].shape[:1]:
-            raise self.error("data and label must have the same batch size (%s vs %s)"
-                             % (bottom[0].shape_string(), bottom[1].shape_string()))
-
-    def forward(self, bottom, top):
-        glog.info("hdf5_output_layer.cpp:31", "Saving HDF5 file " + self.file_name)
-        with _h5py().File(self.file_name, "a") as f:
-            for name, blob in (("data", bottom[0]), ("label", bottom[1])):
-                if name in f:
-                    del f[name]
-                arr = blob.data.reshape(legacy_shape(blob.shape))
-                f.create_dataset(name, data=arr)
-        glog.info("hdf5_output_layer.cpp:39", "Successfully saved %d rows" % bottom[0].shape[0])
-
-    def backward(self, top, propagate_down, bottom):
-        pass

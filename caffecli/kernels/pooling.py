@@ -1,0 +1,178 @@
+"""Pooling kernels (MAX, AVE, STOCHASTIC), written once for numpy and cupy, with Caffe's
+window, rounding and padding rules: every pooled map loops over the kernel offsets, each step
+reading one strided view.
+"""
+import math
+
+import numpy
+
+from ..proto import caffe_pb2
+
+PP = caffe_pb2.PoolingParameter
+FLT_MAX = float(numpy.finfo(numpy.float32).max)
+
+
+class PoolGeometry:
+    """Kernel, stride, pad and pooled size of a 2-D pooling over an H x W map."""
+
+    def __init__(self, kernel, stride, pad, in_hw, ceil_mode=True, owner=None):
+        self.kernel, self.stride, self.pad = list(kernel), list(stride), list(pad)
+        self.in_hw = list(in_hw)
+        out = []
+        for i, k, s, p in zip(self.in_hw, self.kernel, self.stride, self.pad):
+            q = (i + 2 * p - k) / float(s)
+            out.append(int(math.ceil(q) if ceil_mode else math.floor(q)) + 1)
+        if any(self.pad):
+            # the last window must start inside the image or its leading padding
+            for a in range(2):
+                if (out[a] - 1) * self.stride[a] >= self.in_hw[a] + self.pad[a]:
+                    out[a] -= 1
+                if (out[a] - 1) * self.stride[a] >= self.in_hw[a] + self.pad[a]:
+                    raise _fail(owner, "the last pooling window starts past the padding "
+                                "(input %s, kernel %s, stride %s, pad %s)"
+                                % (self.in_hw, self.kernel, self.stride, self.pad))
+        if any(o < 0 for o in out):
+            raise _fail(owner, "pooled output size %s is negative (input %s, kernel %s, "
+                        "pad %s)" % (out, self.in_hw, self.kernel, self.pad))
+        self.out_hw = out
+        # buffer: the input at offset pad, wide enough for every window
+        self.padded = [max(i + p, (o - 1) * s + k if o > 0 else 0)
+                       for i, o, s, k, p in zip(self.in_hw, out, self.stride, self.kernel,
+                                                self.pad)]
+
+    def offsets(self):
+        """(index, slices) of each kernel offset, in Caffe's scan order (rows, then columns)."""
+        kh, kw = self.kernel
+        (sh, sw), (oh, ow) = self.stride, self.out_hw
+        for i in range(kh):
+            for j in range(kw):
+                yield i * kw + j, (slice(None), slice(None),
+                                   slice(i, i + (oh - 1) * sh + 1, sh),
+                                   slice(j, j + (ow - 1) * sw + 1, sw))
+
+    def interior(self, buf):
+        (ph, pw), (h, w) = self.pad, self.in_hw
+        return buf[:, :, ph:ph + h, pw:pw + w]
+
+    def padded_copy(self, xp, x, fill):
+        if self.padded == self.in_hw:
+            return x  # every window lies inside the input: no copy needed
+        buf = xp.full(x.shape[:2] + tuple(self.padded), fill, dtype=x.dtype)
+        self.interior(buf)[...] = x
+        return buf
+
+    def starts(self, axis):
+        """Window starts (in input coordinates) along one axis, as a host array."""
+        return numpy.arange(self.out_hw[axis]) * self.stride[axis] - self.pad[axis]
+
+    def ave_divisor(self, xp, dtype):
+        """Caffe's AVE pool size per output: window clipped to H + pad, padding counted."""
+        sizes = []
+        for a in range(2):
+            start = self.starts(a)
+            end = numpy.minimum(start + self.kernel[a], self.in_hw[a] + self.pad[a])
+            sizes.append(end - start)
+        return xp.asarray(numpy.outer(sizes[0], sizes[1]).astype(dtype))
+
+    def valid(self, xp, index):
+        """Which windows' offset ``index`` lies inside the image (host bool, (OH, OW))."""
+        i, j = divmod(index, self.kernel[1])
+        h = self.starts(0) + i
+        w = self.starts(1) + j
+        ok = ((h >= 0) & (h < self.in_hw[0]))[:, None] & ((w >= 0) & (w < self.in_hw[1]))[None]
+        return xp.asarray(ok)
+
+    def caffe_index(self, xp, offset_index):
+        """Map winning kernel offsets to Caffe's h * W + w mask values (-1 where none)."""
+        kw, W = self.kernel[1], self.in_hw[1]
+        i, j = offset_index // kw, offset_index % kw
+        h = xp.asarray(self.starts(0)).reshape(-1, 1) + i
+        w = xp.asarray(self.starts(1)).reshape(1, -1) + j
+        return xp.where(offset_index >= 0, h * W + w, -1)
+
+
+def _fail(owner, message):
+    from ..errors import CaffeError
+    return owner.error(message) if owner is not None else CaffeError(message)
+
+
+def max_pool(xp, x, geo):
+    """MAX forward: (top, winning offset index per output, -1 where the window is empty).
+
+    Branch-free updates (compare, maximum, integer blend): random masks would be slow.
+    """
+    buf = geo.padded_copy(xp, x, -numpy.inf)
+    shape = x.shape[:2] + tuple(geo.out_hw)
+    top = xp.full(shape, -FLT_MAX, dtype=x.dtype)
+    arg = xp.full(shape, -1, dtype=numpy.int32)
+    v = xp.empty(shape, dtype=x.dtype)
+    better = xp.empty(shape, dtype=bool)
+    step = xp.empty(shape, dtype=numpy.int32)
+    for idx, sl in geo.offsets():
+        v[...] = buf[sl]
+        xp.greater(v, top, out=better)
+        xp.maximum(top, v, out=top)
+        xp.subtract(arg, idx, out=step)
+        step *= better
+        arg -= step  # arg = idx where better
+    return top, arg
+
+
+def max_pool_backward(xp, dtop, arg, geo, dtype):
+    buf = xp.zeros(dtop.shape[:2] + tuple(geo.padded), dtype=dtype)
+    hit = xp.empty(dtop.shape, dtype=bool)
+    share = xp.empty(dtop.shape, dtype=dtype)
+    for idx, sl in geo.offsets():
+        xp.equal(arg, idx, out=hit)
+        xp.multiply(dtop, hit, out=share)
+        buf[sl] += share
+    return geo.interior(buf)
+
+
+def ave_pool(xp, x, geo):
+    buf = geo.padded_copy(xp, x, 0)
+    top = xp.zeros(x.shape[:2] + tuple(geo.out_hw), dtype=x.dtype)
+    for _, sl in geo.offsets():
+        top += buf[sl]
+    top /= geo.ave_divisor(xp, x.dtype)
+    return top
+
+
+def ave_pool_backward(xp, dtop, geo, dtype):
+    buf = xp.zeros(dtop.shape[:2] + tuple(geo.padded), dtype=dtype)
+    share = dtop / geo.ave_divisor(xp, dtype)
+    for _, sl in geo.offsets():
+        buf[sl] += share
+    return geo.interior(buf)
+
+
+def stochastic_pool_train(xp, x, geo, uniform):
+    """Sample one input per window with probability proportional to its value (Caffe's GPU
+    kernel: first position whose running sum reaches u * window sum). -1 where none."""
+    buf = geo.padded_copy(xp, x, 0)
+    total = xp.zeros(x.shape[:2] + tuple(geo.out_hw), dtype=x.dtype)
+    for _, sl in geo.offsets():
+        total += buf[sl]
+    thres = uniform * total
+    run = xp.zeros_like(total)
+    top = xp.zeros_like(total)
+    arg = xp.full(total.shape, -1, dtype=numpy.int32)
+    for idx, sl in geo.offsets():
+        v = buf[sl]
+        run += v
+        hit = (arg < 0) & (run >= thres) & geo.valid(xp, idx)
+        xp.copyto(top, v, where=hit)
+        xp.copyto(arg, idx, where=hit)
+    return top, arg
+
+
+def stochastic_pool_test(xp, x, geo):
+    """TEST-phase stochastic pooling: the probability-weighted average sum(x^2) / sum(x)."""
+    buf = geo.padded_copy(xp, x, 0)
+    s = xp.zeros(x.shape[:2] + tuple(geo.out_hw), dtype=x.dtype)
+    sq = xp.zeros_like(s)
+    for _, sl in geo.offsets():
+        v = buf[sl]
+        s += v
+        sq += v * v
+    return xp.where(s > 0, sq / xp.where(s > 0, s, 1), 0).astype(x.dtype)

@@ -1,0 +1,82 @@
+"""What the loss layers share: Caffe's normalization rules, label checks and the loss weight."""
+import numpy
+
+from ..proto import caffe_pb2
+
+NORM = caffe_pb2.LossParameter
+FLT_MIN = numpy.finfo(numpy.float32).tiny
+LOG_THRESHOLD = 1e-20  # Caffe's kLOG_THRESHOLD
+
+
+def normalization_mode(loss_param, legacy_default):
+    """The mode in force: ``normalization`` if set, else legacy ``normalize`` (true -> VALID,
+    false -> BATCH_SIZE), else ``legacy_default`` (None: the proto default, VALID)."""
+    if loss_param.HasField("normalization"):
+        return loss_param.normalization
+    if loss_param.HasField("normalize"):
+        return NORM.VALID if loss_param.normalize else NORM.BATCH_SIZE
+    return loss_param.normalization if legacy_default is None else legacy_default
+
+
+def get_normalizer(layer, mode, outer, inner, valid_count, dtype):
+    """Caffe's get_normalizer: the divisor for a mode, never below 1 (avoids NaN when nothing
+    is valid). ``valid_count`` -1 means every position counts."""
+    if mode == NORM.FULL:
+        n = outer * inner
+    elif mode == NORM.VALID:
+        n = outer * inner if valid_count == -1 else valid_count
+    elif mode == NORM.BATCH_SIZE:
+        n = outer
+    elif mode == NORM.NONE:
+        n = 1
+    else:
+        raise layer.error("Unknown normalization mode: %d" % mode)
+    return dtype.type(max(1.0, float(dtype.type(n))))
+
+
+def loss_weight(top):
+    """The weight Net wrote into the scalar loss top's diff."""
+    return top[0].diff.reshape(-1)[0]
+
+
+def int_labels(xp, blob, shape):
+    """Label values cast to int as C++ static_cast<int> does (truncation toward zero)."""
+    return blob.data.reshape(shape).astype(xp.int64)
+
+
+def label_mask(layer, xp, labels, num_labels, ignore_label=None, defer=False):
+    """Boolean mask of the positions that count (not ``ignore_label``); a counted label outside
+    [0, num_labels) is a CaffeError. With ``defer`` on the device the check costs no copy:
+    the bad positions are left out and kept, ``poison`` makes the loss NaN, and the layer's
+    explain_nonfinite_loss() names the label when that NaN reaches the host."""
+    valid = labels != ignore_label if ignore_label is not None else xp.ones(labels.shape, bool)
+    bad = valid & ((labels < 0) | (labels >= num_labels))
+    layer.label_check = (labels, bad, num_labels)
+    if defer and xp is not numpy:
+        return valid & ~bad
+    layer.explain_nonfinite_loss()
+    return valid
+
+
+def poison(layer, xp, loss):
+    """``loss``, or NaN when a deferred label check found a bad label (device only)."""
+    if xp is numpy:
+        return loss
+    return xp.where(layer.label_check[1].any(), xp.nan, loss).astype(loss.dtype)
+
+
+def valid_count(layer, xp, valid, normalization, ignore_label):
+    """How many positions count, or -1 for all: read from the device only where the
+    normalization needs it (VALID with an ignore_label), as Caffe's GPU code."""
+    if normalization == NORM.VALID and ignore_label is not None:
+        return int(xp.count_nonzero(valid))
+    return -1
+
+
+def ignore_label_of(loss_param):
+    return int(loss_param.ignore_label) if loss_param.HasField("ignore_label") else None
+
+
+def refuse_label_backward(layer, propagate_down, index=1, what="label"):
+    if len(propagate_down) > index and propagate_down[index]:
+        raise layer.error("%s Layer cannot backpropagate to %s inputs." % (layer.type, what))

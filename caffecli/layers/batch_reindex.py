@@ -1,0 +1,50 @@
+"""BatchReindex: top[i] = bottom[0][index[i]] along the first axis (Caffe's batch_reindex_layer)."""
+import numpy
+
+from .. import backend
+from ..kernels.indexing import scatter_add
+from ..layer import Layer
+from ..registry import register_layer
+
+
+@register_layer("BatchReindex")
+class BatchReindexLayer(Layer):
+    """top[i] = bottom[0][index[i]] along the first axis; backward sums repeated picks."""
+
+    exact_num_bottom_blobs = 2
+    exact_num_top_blobs = 1
+
+    def reshape(self, bottom, top):
+        if bottom[1].num_axes != 1:
+            raise self.error("the index bottom must have 1 axis, got shape %s"
+                             % bottom[1].shape_string())
+        if bottom[0].num_axes < 1:
+            raise self.error("the data bottom needs at least 1 axis")
+        top[0].reshape((bottom[1].shape[0],) + tuple(bottom[0].shape[1:]))
+
+    def _indices(self, bottom):
+        """The index bottom as ints (truncated like static_cast<int>), range-checked."""
+        host = backend.to_host(bottom[1].data)
+        n = bottom[0].shape[0]
+        if host.size and (host.min() < 0 or host.max() >= n):
+            bad = host[(host < 0) | (host >= n)][0]
+            raise self.error("index %g out of range for a batch of %d (bottom %s)"
+                             % (bad, n, bottom[0].shape_string()))
+        return self.xp.asarray(host.astype(numpy.int64))
+
+    def forward(self, bottom, top):
+        idx = self._indices(bottom)
+        if top[0].count == 0:
+            return
+        top[0].data[...] = bottom[0].data[idx]
+
+    def backward(self, top, propagate_down, bottom):
+        if propagate_down[1]:
+            raise self.error("Cannot backprop to index.")
+        if not propagate_down[0]:
+            return
+        grad = bottom[0].diff
+        grad[...] = 0
+        if top[0].count:
+            scatter_add(self.xp, grad, self.xp.asarray(
+                backend.to_host(bottom[1].data).astype(numpy.int64)), top[0].diff)

@@ -1,0 +1,57 @@
+"""Concat: joins the bottoms along one axis (Caffe's concat_layer)."""
+from ..layer import Layer
+from ..registry import register_layer
+from ._axes import along_axis, legacy_axis
+
+
+@register_layer("Concat")
+class ConcatLayer(Layer):
+    """Joins the bottoms along one axis; with a single bottom the top shares it."""
+
+    min_bottom_blobs = 1
+    exact_num_top_blobs = 1
+
+    def setup(self, bottom, top):
+        p = self.layer_param.concat_param
+        if p.HasField("axis") and p.HasField("concat_dim"):
+            raise self.error("Either axis or concat_dim should be specified; not both.")
+
+    def reshape(self, bottom, top):
+        p = self.layer_param.concat_param
+        axis = legacy_axis(self, bottom[0], p, "concat_dim", "concat axis")
+        shape = list(bottom[0].shape)
+        for i, b in enumerate(bottom[1:], 1):
+            if b.num_axes != bottom[0].num_axes:
+                raise self.error("All inputs must have the same #axes: bottom[0] %s, "
+                                 "bottom[%d] %s" % (bottom[0].shape_string(), i,
+                                                    b.shape_string()))
+            for j in range(len(shape)):
+                if j != axis and b.shape[j] != shape[j]:
+                    raise self.error("All inputs must have the same shape, except at "
+                                     "concat_axis %d: bottom[0] %s, bottom[%d] %s"
+                                     % (axis, bottom[0].shape_string(), i, b.shape_string()))
+            shape[axis] += b.shape[axis]
+        self.axis = axis
+        top[0].reshape(shape)
+        if len(bottom) == 1:
+            top[0].share_data(bottom[0])
+            top[0].share_diff(bottom[0])
+
+    def forward(self, bottom, top):
+        if len(bottom) == 1:
+            return
+        out, offset = top[0].data, 0
+        for b in bottom:
+            n = b.shape[self.axis]
+            out[along_axis(self.axis, offset, offset + n)] = b.data
+            offset += n
+
+    def backward(self, top, propagate_down, bottom):
+        if len(bottom) == 1:
+            return
+        grad, offset = top[0].diff, 0
+        for b, down in zip(bottom, propagate_down):
+            n = b.shape[self.axis]
+            if down:
+                b.diff[...] = grad[along_axis(self.axis, offset, offset + n)]
+            offset += n

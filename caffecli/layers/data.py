@@ -1,0 +1,27 @@
+"""Data: Datum records from an LMDB or LevelDB database, prefetched (Caffe's data_layer)."""
+from .. import context, glog
+from ..data.sources import DBSource
+from ..proto import caffe_pb2
+from ..registry import register_layer
+from ._prefetching import PrefetchingDataLayer
+
+
+@register_layer("Data")
+class DataLayer(PrefetchingDataLayer):
+    """Datum records from an LMDB or LevelDB database (data_param)."""
+
+    def make_source(self, top, dtype):
+        p = self.layer_param.data_param
+        if not p.source:
+            raise self.error("data_param.source is not set")
+        tp = self.layer_param.transform_param
+        backend_name = "lmdb" if p.backend == p.LMDB else "leveldb"
+        # data-parallel ranks read disjoint records in TRAIN; only the root tests
+        share = (context.solver_rank(), context.solver_count()) \
+            if self.phase == caffe_pb2.TRAIN else (0, 1)
+        source = DBSource(p.source, backend_name, p.batch_size, self.transformer, dtype,
+                          self.output_labels, force_color=tp.force_color,
+                          force_gray=tp.force_gray, rand_skip=p.rand_skip, share=share)
+        glog.info("db_%s.cpp:%d" % (backend_name, 35 if backend_name == "lmdb" else 18),
+                  "Opened %s %s" % (backend_name, p.source))
+        return source

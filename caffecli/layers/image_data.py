@@ -1,0 +1,28 @@
+"""ImageData: the images an image list names, decoded by OpenCV and prefetched (Caffe's
+image_data_layer)."""
+from .. import glog
+from ..data.sources import ImageListSource, read_image_list
+from ..registry import register_layer
+from ._prefetching import PrefetchingDataLayer
+
+
+@register_layer("ImageData")
+class ImageDataLayer(PrefetchingDataLayer):
+    """Images listed in ``image_data_param.source`` ("path label" lines), decoded by OpenCV."""
+
+    exact_num_top_blobs = 2
+    min_top_blobs = -1
+    max_top_blobs = -1
+    log_where = "image_data_layer.cpp:90"
+
+    def make_source(self, top, dtype):
+        p = self.layer_param.image_data_param
+        glog.info("image_data_layer.cpp:38", "Opening file " + p.source)
+        lines = read_image_list(p.source)
+        if p.shuffle:
+            glog.info("image_data_layer.cpp:53", "Shuffling data")
+        glog.info("image_data_layer.cpp:63", "A total of %d images." % len(lines))
+        return ImageListSource(lines, p.root_folder, p.batch_size, self.transformer, dtype,
+                               new_height=p.new_height, new_width=p.new_width,
+                               is_color=p.is_color, shuffle=p.shuffle, rand_skip=p.rand_skip,
+                               what="Layer %s (ImageData)" % self.name)

@@ -1,0 +1,75 @@
+"""SoftmaxWithLoss: -log softmax(x)[label] over the labelled positions, with Caffe's normalization
+(softmax_loss_layer)."""
+import numpy
+
+from .. import glog
+from ..errors import CaffeError
+from ..kernels.activations import softmax
+from ..layer import LossLayer
+from ..registry import register_layer
+from ._axes import split_axis
+from ._loss import (FLT_MIN, get_normalizer, ignore_label_of, int_labels, label_mask, loss_weight,
+                    normalization_mode, poison, refuse_label_backward, valid_count)
+
+
+@register_layer("SoftmaxWithLoss")
+class SoftmaxWithLossLayer(LossLayer):
+    """Mean of -log(softmax(x)[label]) over the labelled positions, normalized per
+    ``loss_param.normalization``; gradient (prob - onehot) * weight / normalizer."""
+
+    exact_num_top_blobs = -1
+    min_top_blobs = 1
+    max_top_blobs = 2
+
+    def setup(self, bottom, top):
+        if len(top) == 2:
+            # Caffe aborts here whatever the weights: 1 default weight for 2 tops, or 2 explicit
+            # weights that its internal Softmax (1 top) inherits.
+            raise self.error("a second (prob) top cannot be built: loss_weight must be "
+                             "specified once per top blob (Caffe aborts for this layer)")
+        # Caffe builds its internal Softmax through the layer factory, which logs this line
+        glog.info("layer_factory.hpp:77", "Creating layer " + self.name)
+        lp = self.layer_param.loss_param
+        self.ignore_label = ignore_label_of(lp)
+        self.normalization = normalization_mode(lp, None)
+
+    def reshape(self, bottom, top):
+        LossLayer.reshape(self, bottom, top)
+        try:
+            self.axis = bottom[0].canonical_axis_index(self.layer_param.softmax_param.axis)
+        except CaffeError as e:
+            raise self.error("softmax_param.axis: %s" % e)
+        self.outer, self.channels, self.inner = split_axis(bottom[0], self.axis)
+        if self.outer * self.inner != bottom[1].count():
+            raise self.error(
+                "Number of labels must match number of predictions; e.g., if softmax axis == 1 "
+                "and prediction shape is (N, C, H, W), label count (number of labels) must be "
+                "N*H*W, with integer values in {0, 1, ..., C-1} (prediction %s, label %s)"
+                % (bottom[0].shape_string(), bottom[1].shape_string()))
+
+    def _dims(self):
+        return (self.outer, self.channels, self.inner)
+
+    def forward(self, bottom, top):
+        xp = self.xp
+        dt = numpy.dtype(bottom[0].dtype)
+        self.prob = softmax(xp, bottom[0].data.reshape(self._dims()))
+        self.labels = labels = int_labels(xp, bottom[1], (self.outer, self.inner))
+        self.valid = valid = label_mask(self, xp, labels, self.channels, self.ignore_label,
+                                        defer=True)
+        picked = xp.take_along_axis(self.prob, xp.where(valid, labels, 0)[:, None, :], 1)[:, 0]
+        logs = xp.log(xp.maximum(picked, dt.type(FLT_MIN)))
+        loss = -xp.where(valid, logs, dt.type(0)).sum()
+        count = valid_count(self, xp, valid, self.normalization, self.ignore_label)
+        self.norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
+        top[0].data[...] = poison(self, xp, loss / self.norm)
+
+    def backward(self, top, propagate_down, bottom):
+        refuse_label_backward(self, propagate_down)
+        if not propagate_down[0]:
+            return
+        xp = self.xp
+        dt = numpy.dtype(bottom[0].dtype)
+        onehot = xp.arange(self.channels)[None, :, None] == self.labels[:, None, :]
+        d = (self.prob - onehot.astype(dt)) * self.valid[:, None, :].astype(dt)
+        bottom[0].diff.reshape(self._dims())[...] = d * (loss_weight(top) / self.norm)
