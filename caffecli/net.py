@@ -16,7 +16,8 @@ from .proto.upgrade import upgrade_net_as_needed
 from .registry import create_layer
 from .util.filter_net import filter_net
 from .util.insert_splits import insert_splits
-from .util.paths import is_path, as_path
+from .util.paths import as_path, is_path
+from .weights import load_weights, save_weights
 
 TRAIN, TEST = caffe_pb2.TRAIN, caffe_pb2.TEST
 
@@ -347,7 +348,6 @@ class Net:
     def copy_trained_layers_from(self, source):
         """Copy parameters by layer name from a .caffemodel(.h5) path or a NetParameter."""
         if is_path(source):
-            from .weights import load_weights  # weights.py reads nets: imported when used
             load_weights(self, as_path(source))
         else:
             self.copy_from_net_param(source)
@@ -405,7 +405,6 @@ class Net:
 
     def save(self, path, write_diff=False):
         """Write the weights as a binary .caffemodel (atomically), or HDF5 for *.h5."""
-        from .weights import save_weights
         save_weights(self, as_path(path), write_diff)
 
     # ---- lookups -------------------------------------------------------------------------

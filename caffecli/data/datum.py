@@ -55,11 +55,3 @@ def from_image(img, label):
 def from_encoded(buf, label):
     """An encoded Datum holding image file bytes."""
     return caffe_pb2.Datum(data=bytes(buf), label=int(label), encoded=True)
-
-
-def from_floats(values, shape, label=0):
-    """A float_data Datum of ``shape`` (channels, height, width)."""
-    c, h, w = shape
-    datum = caffe_pb2.Datum(channels=c, height=h, width=w, label=int(label))
-    datum.float_data.extend(numpy.asarray(values, dtype=numpy.float32).ravel().tolist())
-    return datum

@@ -2,21 +2,20 @@
 
 Every value is ``(pixel - mean) * scale`` as Caffe computes it; crops are random in TRAIN and
 centred in TEST, and the mean file is cropped at the same offset as the image. Randomness comes
-from a private generator seeded from the run context (context.rng) at construction (Caffe's InitRand), so the
-prefetch thread never races the main thread's random stream.
+from a private generator seeded from the run context's stream at construction (Caffe's
+InitRand), so the prefetch thread never races the main thread's random stream.
 """
 import numpy
 
-from .. import glog
-from .. import context
+from .. import context, glog
+from ..blob import Blob
 from ..errors import CaffeError
 from ..proto import caffe_pb2
+from ..proto.io import read_blob_proto
 
 
 def load_mean_file(path):
     """A BlobProto mean as a float32 CxHxW array (its first image)."""
-    from ..blob import Blob
-    from ..proto.io import read_blob_proto
     proto = read_blob_proto(path)
     shape = Blob.proto_shape(proto)
     values = numpy.asarray(proto.double_data or proto.data, dtype=numpy.float32)

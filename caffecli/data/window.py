@@ -9,6 +9,7 @@ import numpy
 from .. import context
 from ..errors import CaffeError
 from . import image_io
+from .transformer import load_mean_file
 
 F32 = numpy.float32
 
@@ -89,7 +90,6 @@ class WindowSource:
             if self.mean_values:
                 raise CaffeError("%s: cannot specify mean_file and mean_value at the same time"
                                  % what)
-            from .transformer import load_mean_file
             self.mean = load_mean_file(transform_param.mean_file)
         if self.mean_values and len(self.mean_values) not in (1, self.channels):
             raise CaffeError("%s: specify either 1 mean_value or as many as channels: %d"

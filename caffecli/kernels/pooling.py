@@ -6,6 +6,7 @@ import math
 
 import numpy
 
+from ..errors import CaffeError
 from ..proto import caffe_pb2
 
 PP = caffe_pb2.PoolingParameter
@@ -92,7 +93,6 @@ class PoolGeometry:
 
 
 def _fail(owner, message):
-    from ..errors import CaffeError
     return owner.error(message) if owner is not None else CaffeError(message)
 
 

@@ -1,8 +1,6 @@
 """BatchReindex: top[i] = bottom[0][index[i]] along the first axis (Caffe's batch_reindex_layer)."""
-import numpy
 
-from .. import backend
-from ..kernels.indexing import scatter_add
+from ..kernels.indexing import checked_indices, scatter_add
 from ..layer import Layer
 from ..registry import register_layer
 
@@ -22,18 +20,8 @@ class BatchReindexLayer(Layer):
             raise self.error("the data bottom needs at least 1 axis")
         top[0].reshape((bottom[1].shape[0],) + tuple(bottom[0].shape[1:]))
 
-    def _indices(self, bottom):
-        """The index bottom as ints (truncated like static_cast<int>), range-checked."""
-        host = backend.to_host(bottom[1].data)
-        n = bottom[0].shape[0]
-        if host.size and (host.min() < 0 or host.max() >= n):
-            bad = host[(host < 0) | (host >= n)][0]
-            raise self.error("index %g out of range for a batch of %d (bottom %s)"
-                             % (bad, n, bottom[0].shape_string()))
-        return self.xp.asarray(host.astype(numpy.int64))
-
     def forward(self, bottom, top):
-        idx = self._indices(bottom)
+        idx = checked_indices(self, self.xp, bottom[1].data, bottom[0].shape[0])
         if top[0].count == 0:
             return
         top[0].data[...] = bottom[0].data[idx]
@@ -46,5 +34,4 @@ class BatchReindexLayer(Layer):
         grad = bottom[0].diff
         grad[...] = 0
         if top[0].count:
-            scatter_add(self.xp, grad, self.xp.asarray(
-                backend.to_host(bottom[1].data).astype(numpy.int64)), top[0].diff)
+            scatter_add(self.xp, grad, bottom[1].data.astype(self.xp.int64), top[0].diff)

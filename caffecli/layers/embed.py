@@ -1,10 +1,8 @@
 """Embed: a lookup table indexed by the bottom's integer values (Caffe's embed_layer)."""
-import numpy
 
-from .. import backend
 from ..blob import Blob
 from ..fillers import fill
-from ..kernels.indexing import scatter_add
+from ..kernels.indexing import checked_indices, scatter_add
 from ..layer import Layer
 from ..registry import register_layer
 
@@ -36,18 +34,8 @@ class EmbedLayer(Layer):
     def allow_force_backward(self, bottom_index):
         return False  # the bottom holds indices
 
-    def _indices(self, bottom):
-        """The bottom's values as row indices (truncated toward zero, as Caffe's int cast)."""
-        idx = bottom[0].data.reshape(-1).astype(numpy.int64)
-        host = backend.to_host(idx)
-        if host.size and (host.min() < 0 or host.max() >= self.K):
-            bad = host[(host < 0) | (host >= self.K)][0]
-            raise self.error("index %d out of range [0, %d) (bottom %s)"
-                             % (bad, self.K, bottom[0].shape_string()))
-        return idx
-
     def forward(self, bottom, top):
-        idx = self._indices(bottom)
+        idx = checked_indices(self, self.xp, bottom[0].data, self.K)
         y = top[0].data.reshape(-1, self.N)
         y[...] = self.weights[0].data[idx]
         if self.bias_term:
@@ -58,6 +46,7 @@ class EmbedLayer(Layer):
             raise self.error("Can't backpropagate to EmbedLayer input.")
         dy = top[0].diff.reshape(-1, self.N)
         if self.param_propagate_down[0]:
-            scatter_add(self.xp, self.weights[0].diff, self._indices(bottom), dy)
+            scatter_add(self.xp, self.weights[0].diff,
+                        checked_indices(self, self.xp, bottom[0].data, self.K), dy)
         if self.bias_term and self.param_propagate_down[1]:
             self.weights[1].diff[...] += dy.sum(axis=0)

@@ -14,6 +14,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import CaffeError
 from . import caffe_pb2
+from .upgrade import upgrade_net_as_needed, upgrade_solver_as_needed
 
 
 def _read_bytes(path, what):
@@ -64,7 +65,6 @@ def read_binary(path, message, what="binary proto"):
 
 def read_net_param(path):
     """A NetParameter from a .prototxt or a binary .caffemodel, upgraded from V0/V1 as needed."""
-    from .upgrade import upgrade_net_as_needed
     param = caffe_pb2.NetParameter()
     if _looks_binary(path):
         read_binary(path, param, "binary net")
@@ -74,7 +74,6 @@ def read_net_param(path):
 
 
 def read_solver_param(path):
-    from .upgrade import upgrade_solver_as_needed
     param = read_text(path, caffe_pb2.SolverParameter(), "solver prototxt")
     return upgrade_solver_as_needed(param, path)
 
