@@ -10,6 +10,7 @@ import os
 from .. import glog
 from ..errors import CaffeError
 from . import caffe_pb2
+from .upgrade_v0 import source_line, upgrade_v0_net
 
 V1 = caffe_pb2.V1LayerParameter
 
@@ -31,83 +32,12 @@ V1_TYPE_NAMES = {
     V1.THRESHOLD: "Threshold",
 }
 
-# V0 type string -> V1 enum (UpgradeV0LayerType).
-V0_TYPES = {
-    "accuracy": V1.ACCURACY, "bnll": V1.BNLL, "concat": V1.CONCAT, "conv": V1.CONVOLUTION,
-    "data": V1.DATA, "dropout": V1.DROPOUT, "euclidean_loss": V1.EUCLIDEAN_LOSS,
-    "flatten": V1.FLATTEN, "hdf5_data": V1.HDF5_DATA, "hdf5_output": V1.HDF5_OUTPUT,
-    "im2col": V1.IM2COL, "images": V1.IMAGE_DATA, "infogain_loss": V1.INFOGAIN_LOSS,
-    "innerproduct": V1.INNER_PRODUCT, "lrn": V1.LRN,
-    "multinomial_logistic_loss": V1.MULTINOMIAL_LOGISTIC_LOSS, "pool": V1.POOLING,
-    "relu": V1.RELU, "sigmoid": V1.SIGMOID, "softmax": V1.SOFTMAX,
-    "softmax_loss": V1.SOFTMAX_LOSS, "split": V1.SPLIT, "tanh": V1.TANH,
-    "window_data": V1.WINDOW_DATA,
-}
-
-# V0 field -> {v0 layer type: (V1 sub-message, field there, how)}; how is "set", "add"
-# (repeated) or "copy" (message). A type not listed logs Caffe's "Unknown parameter" error.
-_CONV_IP = {"conv": "convolution_param", "innerproduct": "inner_product_param"}
-_DATA_SRC = {"data": "data_param", "hdf5_data": "hdf5_data_param",
-             "images": "image_data_param", "window_data": "window_data_param"}
-
-
-def _route(mapping, field, how="set"):
-    return {t: (msg, field, how) for t, msg in mapping.items()}
-
-
-V0_FIELDS = [
-    ("num_output", 237, _route(_CONV_IP, "num_output")),
-    ("biasterm", 249, _route(_CONV_IP, "bias_term")),
-    ("weight_filler", 261, _route(_CONV_IP, "weight_filler", "copy")),
-    ("bias_filler", 273, _route(_CONV_IP, "bias_filler", "copy")),
-    ("pad", 283, {"conv": ("convolution_param", "pad", "add"),
-                  "pool": ("pooling_param", "pad", "set")}),
-    ("kernelsize", 295, {"conv": ("convolution_param", "kernel_size", "add"),
-                         "pool": ("pooling_param", "kernel_size", "set")}),
-    ("group", 304, {"conv": ("convolution_param", "group", "set")}),
-    ("stride", 316, {"conv": ("convolution_param", "stride", "add"),
-                     "pool": ("pooling_param", "stride", "set")}),
-    ("pool", 341, {"pool": ("pooling_param", "pool", "set")}),
-    ("dropout_ratio", 350, {"dropout": ("dropout_param", "dropout_ratio", "set")}),
-    ("local_size", 359, {"lrn": ("lrn_param", "local_size", "set")}),
-    ("alpha", 367, {"lrn": ("lrn_param", "alpha", "set")}),
-    ("beta", 375, {"lrn": ("lrn_param", "beta", "set")}),
-    ("k", 383, {"lrn": ("lrn_param", "k", "set")}),
-    ("source", 403, dict(_route(_DATA_SRC, "source"),
-                         infogain_loss=("infogain_loss_param", "source", "set"))),
-    ("scale", 0, None),        # None: always into transform_param (see _V0_TRANSFORM)
-    ("meanfile", 0, None),
-    ("batchsize", 429, _route(_DATA_SRC, "batch_size")),
-    ("cropsize", 0, None),
-    ("mirror", 0, None),
-    ("rand_skip", 449, {"data": ("data_param", "rand_skip", "set"),
-                        "images": ("image_data_param", "rand_skip", "set")}),
-    ("shuffle_images", 458, {"images": ("image_data_param", "shuffle", "set")}),
-    ("new_height", 467, {"images": ("image_data_param", "new_height", "set")}),
-    ("new_width", 476, {"images": ("image_data_param", "new_width", "set")}),
-    ("concat_dim", 485, {"concat": ("concat_param", "concat_dim", "set")}),
-    ("det_fg_threshold", 494, {"window_data": ("window_data_param", "fg_threshold", "set")}),
-    ("det_bg_threshold", 504, {"window_data": ("window_data_param", "bg_threshold", "set")}),
-    ("det_fg_fraction", 514, {"window_data": ("window_data_param", "fg_fraction", "set")}),
-    ("det_context_pad", 524, {"window_data": ("window_data_param", "context_pad", "set")}),
-    ("det_crop_mode", 534, {"window_data": ("window_data_param", "crop_mode", "set")}),
-    ("hdf5_output_param", 544, {"hdf5_output": ("hdf5_output_param", None, "copy")}),
-]
-_V0_TRANSFORM = {"scale": "scale", "meanfile": "mean_file", "cropsize": "crop_size",
-                 "mirror": "mirror"}
-_V0_POOL = {caffe_pb2.V0LayerParameter.MAX: caffe_pb2.PoolingParameter.MAX,
-            caffe_pb2.V0LayerParameter.AVE: caffe_pb2.PoolingParameter.AVE,
-            caffe_pb2.V0LayerParameter.STOCHASTIC: caffe_pb2.PoolingParameter.STOCHASTIC}
 
 _SOLVER_TYPES = {
     caffe_pb2.SolverParameter.SGD: "SGD", caffe_pb2.SolverParameter.NESTEROV: "Nesterov",
     caffe_pb2.SolverParameter.ADAGRAD: "AdaGrad", caffe_pb2.SolverParameter.RMSPROP: "RMSProp",
     caffe_pb2.SolverParameter.ADADELTA: "AdaDelta", caffe_pb2.SolverParameter.ADAM: "Adam",
 }
-
-
-def _where(line):
-    return "upgrade_proto.cpp:%d" % line
 
 
 # ---- detection ------------------------------------------------------------------------
@@ -140,108 +70,6 @@ def net_needs_upgrade(param):
     return (net_needs_v0_to_v1_upgrade(param) or net_needs_v1_to_v2_upgrade(param)
             or net_needs_data_upgrade(param) or net_needs_input_upgrade(param)
             or net_needs_batchnorm_upgrade(param))
-
-
-# ---- V0 -> V1 -------------------------------------------------------------------------
-def upgrade_v0_padding_layers(param, source):
-    """Drop V0 'padding' layers, giving their pad to the conv/pool layer that reads them."""
-    out = caffe_pb2.NetParameter()
-    out.CopyFrom(param)
-    del out.layers[:]
-    last_top = {name: -1 for name in param.input}
-    for i, lc in enumerate(param.layers):
-        v0 = lc.layer
-        if v0.type != "padding":
-            out.layers.add().CopyFrom(lc)
-        for j, blob in enumerate(lc.bottom):
-            if blob not in last_top:
-                raise CaffeError("%s: Unknown blob input %s to layer %d" % (source, blob, j))
-            src_idx = last_top[blob]
-            if src_idx == -1:
-                continue
-            src = param.layers[src_idx]
-            if src.layer.type != "padding":
-                continue
-            if v0.type not in ("conv", "pool"):
-                raise CaffeError("%s: Padding layer input to non-convolutional / non-pooling "
-                                 "layer type %s" % (source, v0.type))
-            if len(lc.bottom) != 1 or len(src.bottom) != 1 or len(src.top) != 1:
-                raise CaffeError("%s: a padding layer and the conv/pool layer it feeds must each "
-                                 "have one bottom and one top (layer %s)" % (source, v0.name))
-            target = out.layers[len(out.layers) - 1]
-            target.layer.pad = src.layer.pad
-            target.bottom[j] = src.bottom[0]
-        for blob in lc.top:
-            last_top[blob] = i
-    return out
-
-
-def upgrade_v0_layer(v0_conn, source):
-    """One V0 layer connection as a V1LayerParameter; returns (layer, fully_compatible)."""
-    out = caffe_pb2.V1LayerParameter()
-    ok = True
-    out.bottom.extend(v0_conn.bottom)
-    out.top.extend(v0_conn.top)
-    if not v0_conn.HasField("layer"):
-        return out, ok
-    v0 = v0_conn.layer
-    if v0.HasField("name"):
-        out.name = v0.name
-    kind = v0.type
-    if v0.HasField("type"):
-        if kind not in V0_TYPES:
-            raise CaffeError("%s: Unknown layer name: %s" % (source, kind))
-        out.type = V0_TYPES[kind]
-    for b in v0.blobs:
-        out.blobs.add().CopyFrom(b)
-    out.blobs_lr.extend(v0.blobs_lr)
-    out.weight_decay.extend(v0.weight_decay)
-    for field, line, routes in V0_FIELDS:
-        if not v0.HasField(field):
-            continue
-        value = getattr(v0, field)
-        if routes is None:
-            setattr(out.transform_param, _V0_TRANSFORM[field], value)
-            continue
-        route = routes.get(kind)
-        if route is None:
-            glog.error(_where(line), "Unknown parameter %s for layer type %s"
-                       % ("shuffle" if field == "shuffle_images" else field, kind))
-            ok = False
-            continue
-        msg_name, target, how = route
-        msg = getattr(out, msg_name)
-        if field == "pool":
-            if value not in _V0_POOL:
-                glog.error(_where(337), "Unknown pool method %d" % value)
-                ok = False
-                continue
-            value = _V0_POOL[value]
-        if how == "copy":
-            (getattr(msg, target) if target else msg).CopyFrom(value)
-        elif how == "add":
-            getattr(msg, target).append(value)
-        else:
-            setattr(msg, target, value)
-    return out, ok
-
-
-def upgrade_v0_net(param, source):
-    """A V0 net (layers { layer { ... } }) as a V1 net; returns (net, fully_compatible)."""
-    padded = upgrade_v0_padding_layers(param, source)
-    out = caffe_pb2.NetParameter()
-    ok = True
-    if padded.HasField("name"):
-        out.name = padded.name
-    for lc in padded.layers:
-        layer, good = upgrade_v0_layer(lc, source)
-        out.layers.add().CopyFrom(layer)
-        ok &= good
-    out.input.extend(padded.input)
-    out.input_dim.extend(padded.input_dim)
-    if padded.HasField("force_backward"):
-        out.force_backward = padded.force_backward
-    return out, ok
 
 
 # ---- V1 data transformation fields ----------------------------------------------------
@@ -306,7 +134,7 @@ def upgrade_v1_layer(v1, source):
         if v1.HasField(name):
             getattr(out, name).CopyFrom(getattr(v1, name))
     if v1.HasField("layer"):
-        glog.error(_where(870), "Input NetParameter has V0 layer -- ignoring.")
+        glog.error(source_line(870), "Input NetParameter has V0 layer -- ignoring.")
         ok = False
     return out, ok
 
@@ -328,7 +156,7 @@ def upgrade_v1_net(param, source):
         layer, good = upgrade_v1_layer(v1, source)
         out.layer.add().CopyFrom(layer)
         if not good:
-            glog.error(_where(684), "Upgrade of input layer %d failed." % i)
+            glog.error(source_line(684), "Upgrade of input layer %d failed." % i)
             ok = False
     return out, ok
 
@@ -380,52 +208,52 @@ def upgrade_net_batchnorm(param):
 def upgrade_net_as_needed(param, source="<net>"):
     """Upgrade ``param`` in place (and return it) as Caffe's UpgradeNetAsNeeded does."""
     if net_needs_v0_to_v1_upgrade(param):
-        glog.info(_where(28), "Attempting to upgrade input file specified using deprecated "
+        glog.info(source_line(28), "Attempting to upgrade input file specified using deprecated "
                   "V0LayerParameter: " + source)
         upgraded, ok = upgrade_v0_net(param, source)
         param.CopyFrom(upgraded)
         if ok:
-            glog.info(_where(36), "Successfully upgraded file specified using deprecated "
+            glog.info(source_line(36), "Successfully upgraded file specified using deprecated "
                       "V0LayerParameter")
         else:
-            glog.error(_where(33), "Warning: had one or more problems upgrading "
+            glog.error(source_line(33), "Warning: had one or more problems upgrading "
                        "V0NetParameter to NetParameter (see above); continuing anyway.")
-        glog.warning(_where(39), "Note that future Caffe releases will not support "
+        glog.warning(source_line(39), "Note that future Caffe releases will not support "
                      "V0NetParameter; use ./build/tools/upgrade_net_proto_text for prototxt "
                      "and ./build/tools/upgrade_net_proto_binary for model weights upgrade this "
                      "and any other net protos to the new format.")
     if net_needs_data_upgrade(param):
-        glog.info(_where(46), "Attempting to upgrade input file specified using deprecated "
+        glog.info(source_line(46), "Attempting to upgrade input file specified using deprecated "
                   "transformation parameters: " + source)
         upgrade_net_data_transformation(param)
-        glog.info(_where(49), "Successfully upgraded file specified using deprecated data "
+        glog.info(source_line(49), "Successfully upgraded file specified using deprecated data "
                   "transformation parameters.")
-        glog.warning(_where(51), "Note that future Caffe releases will only support "
+        glog.warning(source_line(51), "Note that future Caffe releases will only support "
                      "transform_param messages for transformation fields.")
     if net_needs_v1_to_v2_upgrade(param):
-        glog.info(_where(55), "Attempting to upgrade input file specified using deprecated "
+        glog.info(source_line(55), "Attempting to upgrade input file specified using deprecated "
                   "V1LayerParameter: " + source)
         upgraded, ok = upgrade_v1_net(param, source)
         param.CopyFrom(upgraded)
         if ok:
-            glog.info(_where(63), "Successfully upgraded file specified using deprecated "
+            glog.info(source_line(63), "Successfully upgraded file specified using deprecated "
                       "V1LayerParameter")
         else:
-            glog.error(_where(60), "Warning: had one or more problems upgrading "
+            glog.error(source_line(60), "Warning: had one or more problems upgrading "
                        "V1LayerParameter (see above); continuing anyway.")
     if net_needs_input_upgrade(param):
-        glog.info(_where(69), "Attempting to upgrade input file specified using deprecated "
+        glog.info(source_line(69), "Attempting to upgrade input file specified using deprecated "
                   "input fields: " + source)
         upgrade_net_input(param, source)
-        glog.info(_where(72), "Successfully upgraded file specified using deprecated "
+        glog.info(source_line(72), "Successfully upgraded file specified using deprecated "
                   "input fields.")
-        glog.warning(_where(74), "Note that future Caffe releases will only support "
+        glog.warning(source_line(74), "Note that future Caffe releases will only support "
                      "input layers and not input fields.")
     if net_needs_batchnorm_upgrade(param):
-        glog.info(_where(79), "Attempting to upgrade batch norm layers using deprecated "
+        glog.info(source_line(79), "Attempting to upgrade batch norm layers using deprecated "
                   "params: " + source)
         upgrade_net_batchnorm(param)
-        glog.info(_where(82), "Successfully upgraded batch norm layers using deprecated "
+        glog.info(source_line(82), "Successfully upgraded batch norm layers using deprecated "
                   "params.")
     return param
 
@@ -437,7 +265,7 @@ def upgrade_solver_type(param, source="<solver>"):
                          "type field (string) cannot be both specified in solver proto text."
                          % source)
     if not param.HasField("solver_type"):
-        glog.error(_where(1073), "Warning: solver type already up to date. ")
+        glog.error(source_line(1073), "Warning: solver type already up to date. ")
         return False
     if param.solver_type not in _SOLVER_TYPES:
         raise CaffeError("%s: Unknown SolverParameter solver_type: %d"
@@ -450,15 +278,15 @@ def upgrade_solver_type(param, source="<solver>"):
 def upgrade_solver_as_needed(param, source="<solver>"):
     """Upgrade a SolverParameter in place (and return it) as Caffe's UpgradeSolverAsNeeded."""
     if param.HasField("solver_type"):
-        glog.info(_where(1084), "Attempting to upgrade input file specified using deprecated "
+        glog.info(source_line(1084), "Attempting to upgrade input file specified using deprecated "
                   "'solver_type' field (enum)': " + source)
         if upgrade_solver_type(param, source):
-            glog.info(_where(1091), "Successfully upgraded file specified using deprecated "
+            glog.info(source_line(1091), "Successfully upgraded file specified using deprecated "
                       "'solver_type' field (enum) to 'type' field (string).")
-            glog.warning(_where(1093), "Note that future Caffe releases will only support "
+            glog.warning(source_line(1093), "Note that future Caffe releases will only support "
                          "'type' field (string) for a solver's type.")
         else:
-            glog.error(_where(1088), "Warning: had one or more problems upgrading "
+            glog.error(source_line(1088), "Warning: had one or more problems upgrading "
                        "SolverType (see above).")
     return param
 
@@ -468,11 +296,11 @@ def upgrade_snapshot_prefix(param, source):
     stem under a directory prefix (Caffe's UpgradeSnapshotPrefixProperty)."""
     if not param.HasField("snapshot_prefix"):
         param.snapshot_prefix = os.path.splitext(source)[0]
-        glog.info(_where(1108), "snapshot_prefix was not specified and is set to "
+        glog.info(source_line(1108), "snapshot_prefix was not specified and is set to "
                   + param.snapshot_prefix)
     elif os.path.isdir(param.snapshot_prefix):
         stem = os.path.splitext(os.path.basename(source))[0]
         param.snapshot_prefix = os.path.join(param.snapshot_prefix, stem)
-        glog.info(_where(1113), "snapshot_prefix was a directory and is replaced to "
+        glog.info(source_line(1113), "snapshot_prefix was a directory and is replaced to "
                   + param.snapshot_prefix)
     return param
