@@ -139,6 +139,15 @@ def test_blob_loss_weights_blobs_and_id_lists(tmp_path):
     assert [net._bottom_ids(i) for i in range(3)] == [[], [0], [1]]
 
 
+def test_constructor_takes_pycaffes_keyword_names(linear, tmp_path):
+    weights = str(tmp_path / "w.caffemodel")
+    linear.save(weights)
+    net = caffe.Net(network_file=net_file(tmp_path, LINEAR % ""), phase=caffe.TRAIN, level=0,
+                    stages=[], weights=weights)
+    assert net.phase == caffe.TRAIN
+    numpy.testing.assert_array_equal(net.params["ip"][0].data, linear.params["ip"][0].data)
+
+
 def test_legacy_constructor_logs_pycaffes_deprecation(linear, tmp_path, logs):
     weights = str(tmp_path / "w.caffemodel")
     linear.save(weights)

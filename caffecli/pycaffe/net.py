@@ -20,27 +20,27 @@ from .net_batches import BatchedRuns
 
 
 class Net(BatchedRuns):
-    """``Net(model, phase, level=0, stages=(), weights=None)`` or pycaffe's older
-    ``Net(model, weights, phase)``; ``Net.wrap(engine_net)`` shows an engine net this way.
-    caffecli's additions: ``model`` may be a NetParameter, ``dtype`` (float64 for gradient
-    checks) and ``log=False`` (no set-up lines)."""
+    """``Net(network_file, phase, level=0, stages=(), weights=None)`` or pycaffe's older
+    ``Net(network_file, weights, phase)``; ``Net.wrap(engine_net)`` shows an engine net this
+    way. caffecli's additions: ``network_file`` may be a NetParameter, ``dtype`` (float64 for
+    gradient checks) and ``log=False`` (no set-up lines)."""
 
-    def __init__(self, model, *args, level=0, stages=(), weights=None, dtype=numpy.float32,
-                 log=True, **kwargs):
+    def __init__(self, network_file, *args, level=0, stages=(), weights=None,
+                 dtype=numpy.float32, log=True, **kwargs):
         phase = kwargs.pop("phase", None)
         if kwargs:
             raise TypeError("Net() got unexpected keyword arguments: %s" % ", ".join(kwargs))
         args = list(args)
         if args and is_path(args[0]):           # Net(model, weights, phase)
             weights = args.pop(0)
-            _warn_legacy_constructor(model, weights, args[0] if args else phase)
+            _warn_legacy_constructor(network_file, weights, args[0] if args else phase)
         if args:
             phase = args.pop(0)
         if args:
             raise TypeError("Net() takes a model, an optional weights file and a phase")
         if phase not in (caffe_pb2.TRAIN, caffe_pb2.TEST):
             raise TypeError("Net() needs a phase: caffe.TRAIN or caffe.TEST (got %r)" % (phase,))
-        self._engine = EngineNet(model, phase=phase, level=level, stages=tuple(stages or ()),
+        self._engine = EngineNet(network_file, phase=phase, level=level, stages=tuple(stages or ()),
                                  weights=weights, dtype=dtype, log=log)
 
     @classmethod
