@@ -172,33 +172,22 @@ def test_nccl_between_processes_needs_gpus(tmp_path):
 
 
 # ---- data parallelism over threads, as train.py's solve() per rank -------------------------
-def train_ranks(tmp_path, layer_wise, register_after_backward, ranks=2, iters=6):
-    """Each rank: its own solver on 8/ranks items, NCCL(solver, uid), bcast, add_callback,
-    optionally net.after_backward(nccl); returns the solvers."""
-    uid = caffe.NCCL.new_uid()
-    solvers, errors = [None] * ranks, []
-    per = 8 // ranks
+def run_rank_threads(ranks, uid, work):
+    """``work(rank)`` in one thread per rank, after set_solver_count / set_solver_rank; the
+    first failure is re-raised (the communicator is aborted so no rank waits forever)."""
+    errors = []
 
-    def solve(rank):
+    def entry(rank):
         try:
             caffe.set_solver_rank(rank)
-            solver = caffe.SGDSolver(solver_file(tmp_path, per, seed=3 + rank,
-                                                 layer_wise=layer_wise))
-            feed(solver, slice(rank * per, (rank + 1) * per))
-            nccl = caffe.NCCL(solver, uid)
-            nccl.bcast()
-            solver.add_callback(nccl)
-            if register_after_backward and solver.param.layer_wise_reduce:
-                solver.net.after_backward(nccl)
-            solver.step(iters)
-            solvers[rank] = solver
+            work(rank)
         except BaseException as exc:   # reported by the main thread
             errors.append(exc)
             comms.thread_comm(uid, ranks).abort()
 
     caffe.set_solver_count(ranks)
     try:
-        threads = [threading.Thread(target=solve, args=(r,)) for r in range(ranks)]
+        threads = [threading.Thread(target=entry, args=(r,)) for r in range(ranks)]
         for t in threads:
             t.start()
         for t in threads:
@@ -206,9 +195,8 @@ def train_ranks(tmp_path, layer_wise, register_after_backward, ranks=2, iters=6)
     finally:
         caffe.set_solver_count(1)
     real = [e for e in errors if not isinstance(e, threading.BrokenBarrierError)]
-    if real or errors:
+    if errors:
         raise (real or errors)[0]
-    return solvers
 
 
 @pytest.mark.devices
@@ -219,12 +207,25 @@ def test_nccl_ranks_on_half_batches_train_as_one_on_the_whole(tmp_path, layer_wi
     whole = caffe.SGDSolver(solver_file(tmp_path, 8, seed=3))
     feed(whole)
     whole.step(6)
-    solvers = train_ranks(tmp_path, layer_wise, after_backward)
+    uid = caffe.NCCL.new_uid()
+    solvers = [None, None]
+
+    def solve(rank):   # each rank: its own solver (and seed) on half the items
+        solver = caffe.SGDSolver(solver_file(tmp_path, 4, seed=3 + rank, layer_wise=layer_wise))
+        feed(solver, slice(rank * 4, rank * 4 + 4))
+        nccl = caffe.NCCL(solver, uid)
+        nccl.bcast()
+        solver.add_callback(nccl)
+        if after_backward and solver.param.layer_wise_reduce:
+            solver.net.after_backward(nccl)
+        solver.step(6)
+        solvers[rank] = solver
+
+    run_rank_threads(2, uid, solve)
     for solver in solvers:
         assert solver.iter == 6
         for got, want in zip(weights(solver), weights(whole)):
             numpy.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
-    assert solvers[1].test_nets == []        # only the root solver builds test nets
 
 
 def test_nccl_layer_wise_averages_each_layer_after_its_backward(tmp_path):
@@ -234,7 +235,6 @@ def test_nccl_layer_wise_averages_each_layer_after_its_backward(tmp_path):
     seen = {}
 
     def solve(rank):
-        caffe.set_solver_rank(rank)
         solver = caffe.SGDSolver(solver_file(tmp_path, 4, seed=3))
         feed(solver, slice(rank * 4, rank * 4 + 4))
         nccl = caffe.NCCL(solver, uid)
@@ -244,15 +244,7 @@ def test_nccl_layer_wise_averages_each_layer_after_its_backward(tmp_path):
         solver.add_callback(nccl)
         solver.step(1)
 
-    caffe.set_solver_count(2)
-    try:
-        threads = [threading.Thread(target=solve, args=(r,)) for r in range(2)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
-    finally:
-        caffe.set_solver_count(1)
+    run_rank_threads(2, uid, solve)
     assert sorted(seen) == [0, 1]
     numpy.testing.assert_array_equal(seen[0], seen[1])
     assert seen[0].any()
