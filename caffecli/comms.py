@@ -6,6 +6,7 @@ array across ranks, and GradientSync averages a net's gradients with it (Caffe's
 """
 import os
 import threading
+import weakref
 
 import numpy
 
@@ -35,12 +36,13 @@ def new_uid():
     return numpy.asarray(nccl.get_unique_id(), dtype=numpy.int8).tobytes()
 
 
-_thread_comms = {}
+_thread_comms = weakref.WeakValueDictionary()   # uid -> ThreadComm, while a rank holds it
 _thread_comms_lock = threading.Lock()
 
 
 def thread_comm(uid, size):
-    """The ThreadComm that ranks (threads of this process) passing ``uid`` share."""
+    """The ThreadComm that ranks (threads of this process) passing ``uid`` share; it lives as
+    long as some rank keeps it."""
     with _thread_comms_lock:
         comm = _thread_comms.setdefault(bytes(uid), ThreadComm(size))
     if comm.size != size:

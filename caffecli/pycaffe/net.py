@@ -40,8 +40,9 @@ class Net(BatchedRuns):
             raise TypeError("Net() takes a model, an optional weights file and a phase")
         if phase not in (caffe_pb2.TRAIN, caffe_pb2.TEST):
             raise TypeError("Net() needs a phase: caffe.TRAIN or caffe.TEST (got %r)" % (phase,))
-        self._engine = EngineNet(network_file, phase=phase, level=level, stages=tuple(stages or ()),
-                                 weights=weights, dtype=dtype, log=log)
+        self._engine = EngineNet(network_file, phase=phase, level=level,
+                                 stages=tuple(stages or ()), weights=weights, dtype=dtype,
+                                 log=log)
 
     @classmethod
     def wrap(cls, engine):

@@ -2,10 +2,10 @@
 through the net in chunks of its batch size, as BVLC's pycaffe.py does.
 
 The chunk size is the first blob's batch (pycaffe's rule); a last partial chunk is padded with
-zeros and its padding dropped from what is returned. Where pycaffe (on Python 3) fails on an
-empty set of arrays, an empty set here simply yields no chunks (what it did on Python 2), and
-every returned value is an array (pycaffe leaves some as lists when there are more outputs than
-inputs).
+zeros and its padding dropped from what is returned. Two differences: forward_backward_all given
+only input arrays (or only top diffs) runs, as pycaffe did on Python 2, where on Python 3 its
+empty chunk generator raises "generator raised StopIteration"; and every returned value is an
+array, where pycaffe leaves some as lists when there are more outputs than inputs.
 """
 import itertools
 
