@@ -248,3 +248,41 @@ def test_nccl_layer_wise_averages_each_layer_after_its_backward(tmp_path):
     assert sorted(seen) == [0, 1]
     numpy.testing.assert_array_equal(seen[0], seen[1])
     assert seen[0].any()
+
+
+def test_train_py_timing_hooks_around_nccl(tmp_path, logs):
+    """BVLC train.py's time(): a Timer per layer on the net callbacks, solver callbacks before
+    and after the NCCL one; rank 0 reports on its display iterations."""
+    uid = caffe.NCCL.new_uid()
+    reports = []
+
+    def solve(rank):
+        solver = caffe.SGDSolver(solver_file(tmp_path, 4, seed=3))
+        feed(solver, slice(rank * 4, rank * 4 + 4))
+        nccl = caffe.NCCL(solver, uid)
+        nccl.bcast()
+        if rank == 0:
+            layers = range(len(solver.net.layers))
+            fprop, bprop = [caffe.Timer() for _ in layers], [caffe.Timer() for _ in layers]
+            total, allrd = caffe.Timer(), caffe.Timer()
+
+            def show_time():
+                if solver.iter % 2 == 0:
+                    reports.append((solver.iter, [t.ms for t in fprop + bprop + [total, allrd]]))
+            solver.net.before_forward(lambda layer: fprop[layer].start())
+            solver.net.after_forward(lambda layer: fprop[layer].stop())
+            solver.net.before_backward(lambda layer: bprop[layer].start())
+            solver.net.after_backward(lambda layer: bprop[layer].stop())
+            solver.add_callback(lambda: total.start(), lambda: (total.stop(), allrd.start()))
+            solver.add_callback(nccl)
+            solver.add_callback(lambda: "", lambda: (allrd.stop(), show_time()))
+        else:
+            solver.add_callback(nccl)
+        solver.net.after_backward(nccl)
+        solver.step(4)
+
+    run_rank_threads(2, uid, solve)
+    assert [it for it, _ in reports] == [0, 2]
+    assert all(len(times) == 2 * 4 + 2 for _, times in reports)
+    assert all(ms >= 0 and ms == int(ms) for _, times in reports for ms in times)
+    assert "never been run" not in logs.getvalue()
