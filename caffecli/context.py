@@ -15,7 +15,7 @@ from .errors import CaffeError
 
 CPU, GPU = "CPU", "GPU"
 
-_run = {"mode": CPU, "device": 0, "solver_count": 1}
+_run = {"mode": CPU, "device": 0, "solver_count": 1, "multiprocess": False}
 _thread = threading.local()
 _streams = {0: numpy.random.default_rng()}
 
@@ -75,6 +75,20 @@ def is_root_solver():
 
 def set_solver_rank(rank):
     _thread.rank = int(rank)
+
+
+def set_solver_count(count):
+    """pycaffe's set_solver_count: ranks built from now on take their share of ``count``."""
+    _run["solver_count"] = int(count)
+
+
+def multiprocess():
+    """Whether each rank runs in its own process (pycaffe's train.py), not a thread of this one."""
+    return _run["multiprocess"]
+
+
+def set_multiprocess(value):
+    _run["multiprocess"] = bool(value)
 
 
 @contextlib.contextmanager

@@ -36,6 +36,9 @@ class Net:
                 param.state.stage.extend(stages)
         self.dtype = numpy.dtype(dtype)
         self.log = log
+        # Caffe's Net callbacks: each is called with the layer index around that layer's pass
+        self.before_forward, self.after_forward = [], []
+        self.before_backward, self.after_backward = [], []
         self._build(param)
         for w in (weights if isinstance(weights, (list, tuple)) else [weights] if weights else []):
             self.copy_trained_layers_from(w)
@@ -59,9 +62,13 @@ class Net:
         loss = 0.0
         for i in range(start, end + 1):
             rec = self.records[i]
+            for run in self.before_forward:
+                run(i)
             loss += rec.layer.Forward(rec.bottoms, rec.tops)
             if self.debug_info:
                 self._debug_forward(rec)
+            for run in self.after_forward:
+                run(i)
         return loss
 
     def forward_pass(self):
@@ -72,10 +79,14 @@ class Net:
         start = len(self.records) - 1 if start is None else start
         for i in range(start, end - 1, -1):
             rec = self.records[i]
+            for run in self.before_backward:
+                run(i)
             if rec.need_backward:
                 rec.layer.Backward(rec.tops, rec.bottom_need_backward, rec.bottoms)
                 if self.debug_info:
                     self._debug_backward(rec)
+            for run in self.after_backward:
+                run(i)
 
     def backward_pass(self):
         self.backward_from_to(len(self.records) - 1, 0)

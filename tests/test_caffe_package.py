@@ -11,7 +11,9 @@ import caffecli.pycaffe
 PYCAFFE_NAMES = ["Net", "SGDSolver", "NesterovSolver", "AdaGradSolver", "RMSPropSolver",
                  "AdaDeltaSolver", "AdamSolver", "Layer", "get_solver", "set_mode_cpu",
                  "set_mode_gpu", "set_device", "set_random_seed", "init_log", "log",
-                 "layer_type_list", "solver_count", "solver_rank", "TRAIN", "TEST", "io",
+                 "layer_type_list", "solver_count", "solver_rank", "set_solver_count",
+                 "set_solver_rank", "set_multiprocess", "has_nccl", "NCCL", "Timer",
+                 "__version__", "TRAIN", "TEST", "io",
                  "layers", "params", "NetSpec", "to_proto", "Classifier", "Detector", "proto",
                  "net_spec", "draw", "coord_map", "classifier", "detector", "pycaffe"]
 

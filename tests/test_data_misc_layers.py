@@ -192,10 +192,10 @@ def test_net_set_input_arrays_errors(tmp_path):
     good = numpy.zeros((2, 1, 2, 2), numpy.float32)
     with pytest.raises(CaffeError, match="float32"):
         net.set_input_arrays(good.astype(numpy.float64), numpy.zeros(2, numpy.float32))
-    with pytest.raises(CaffeError, match="4-D"):
+    with pytest.raises(CaffeError, match="data array must be 4-d"):
         net.set_input_arrays(numpy.zeros((2, 4), numpy.float32), numpy.zeros(2, numpy.float32))
     (tmp_path / "p.prototxt").write_text(
         'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 } } }\n')
     plain = caffe.Net(str(tmp_path / "p.prototxt"), caffe.TEST)
-    with pytest.raises(CaffeError, match="first layer is a MemoryData layer.*Input"):
+    with pytest.raises(CaffeError, match="first layer is a MemoryDataLayer.*Input"):
         plain.set_input_arrays(good, numpy.zeros(2, numpy.float32))

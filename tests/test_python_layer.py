@@ -263,7 +263,7 @@ def test_net_with_registered_layer_trains(user_module):
             'layer { name: "loss" type: "TestOnlySquaredError" bottom: "ip" bottom: "t" '
             'top: "loss" }')
     net = net_from(text)
-    assert net.blob_loss_weights[net.blob_names_index["loss"]] == 1
+    assert net.blob_loss_weights["loss"] == 1
     losses = sgd_losses(net, 60, 0.2, _regression_feed())
     assert losses[-1] < 0.2 * losses[0], losses
     assert all(b <= a + 1e-6 for a, b in zip(losses, losses[1:]))

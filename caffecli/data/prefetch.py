@@ -70,7 +70,9 @@ class Prefetcher:
         """Stop the thread and drop queued batches; safe to call repeatedly."""
         self._stop.set()
         thread, self._thread = self._thread, None
-        if thread is not None:
+        # the loader thread itself may get here (the layer's finalizer, run by a collection
+        # in that thread): it ends on its own once _stop is set
+        if thread is not None and thread is not threading.current_thread():
             while thread.is_alive():
                 _drain(self._queue)
                 thread.join(timeout=_POLL_S)

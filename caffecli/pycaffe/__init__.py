@@ -2,18 +2,22 @@
 
 Net, the solver classes and get_solver, Layer (the base of Python layers, the engine's own),
 the mode and device (set_mode_cpu/set_mode_gpu/set_device), set_random_seed, layer_type_list,
-init_log/log, solver_count/solver_rank, TRAIN/TEST.
+init_log/log, TRAIN/TEST, Timer, and data parallelism as pycaffe's train.py drives it: NCCL,
+has_nccl, solver_count/set_solver_count, solver_rank/set_solver_rank, set_multiprocess.
 """
 from .. import glog as _glog
-from ..context import (set_device, set_mode_cpu, set_mode_gpu, set_random_seed,  # noqa: F401
-                       solver_count, solver_rank)
+from ..context import (set_device, set_mode_cpu, set_mode_gpu, set_multiprocess,  # noqa: F401
+                       set_random_seed, set_solver_count, set_solver_rank, solver_count,
+                       solver_rank)
 from ..errors import CaffeError  # noqa: F401
 from ..layer import Layer  # noqa: F401
 from ..proto.caffe_pb2 import TEST, TRAIN  # noqa: F401
 from ..registry import layer_types as layer_type_list  # noqa: F401
+from .nccl import NCCL, has_nccl  # noqa: F401
 from .net import Net  # noqa: F401
 from .solver import (AdaDeltaSolver, AdaGradSolver, AdamSolver, NesterovSolver,  # noqa: F401
                      RMSPropSolver, SGDSolver, Solver, get_solver)
+from .timer import Timer  # noqa: F401
 
 
 def init_log(level=0, stderr=True):
@@ -22,11 +26,12 @@ def init_log(level=0, stderr=True):
 
 
 def log(message):
-    """Write one INFO line in Caffe's log format."""
-    _glog.info("pycaffe.py:0", message)
+    """Write one INFO line in Caffe's log format (as pycaffe's, from _caffe.cpp)."""
+    _glog.info("_caffe.cpp:68", message)
 
 
 __all__ = ["Net", "TRAIN", "TEST", "set_mode_cpu", "set_mode_gpu", "set_device",
            "set_random_seed", "layer_type_list", "init_log", "log", "get_solver", "Solver",
            "SGDSolver", "NesterovSolver", "AdaGradSolver", "RMSPropSolver", "AdaDeltaSolver",
-           "AdamSolver", "solver_count", "solver_rank", "Layer", "CaffeError"]
+           "AdamSolver", "solver_count", "solver_rank", "set_solver_count", "set_solver_rank",
+           "set_multiprocess", "NCCL", "has_nccl", "Timer", "Layer", "CaffeError"]

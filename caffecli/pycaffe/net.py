@@ -5,38 +5,44 @@ As BVLC's python/caffe/pycaffe.py: ``blobs``/``params`` are ordered dicts of Blo
 return {blob name: array}. What pycaffe does not name is the engine's (``net.records``, ...).
 """
 import collections
+import os
 
 import numpy
 
-from .. import backend
+from .. import backend, glog
 from ..errors import CaffeError
 from ..net import Net as EngineNet
 from ..proto import caffe_pb2
+from ..proto.io import write_binary
 from ..util.paths import is_path
+from ..weights import is_hdf5, save_hdf5
+from .net_batches import BatchedRuns
 
 
-class Net:
-    """``Net(model, phase, level=0, stages=(), weights=None)`` or pycaffe's older
-    ``Net(model, weights, phase)``; ``Net.wrap(engine_net)`` shows an engine net this way.
-    caffecli's additions: ``model`` may be a NetParameter, ``dtype`` (float64 for gradient
-    checks) and ``log=False`` (no set-up lines)."""
+class Net(BatchedRuns):
+    """``Net(network_file, phase, level=0, stages=(), weights=None)`` or pycaffe's older
+    ``Net(network_file, weights, phase)``; ``Net.wrap(engine_net)`` shows an engine net this
+    way. caffecli's additions: ``network_file`` may be a NetParameter, ``dtype`` (float64 for
+    gradient checks) and ``log=False`` (no set-up lines)."""
 
-    def __init__(self, model, *args, level=0, stages=(), weights=None, dtype=numpy.float32,
-                 log=True, **kwargs):
+    def __init__(self, network_file, *args, level=0, stages=(), weights=None,
+                 dtype=numpy.float32, log=True, **kwargs):
         phase = kwargs.pop("phase", None)
         if kwargs:
             raise TypeError("Net() got unexpected keyword arguments: %s" % ", ".join(kwargs))
         args = list(args)
         if args and is_path(args[0]):           # Net(model, weights, phase)
             weights = args.pop(0)
+            _warn_legacy_constructor(network_file, weights, args[0] if args else phase)
         if args:
             phase = args.pop(0)
         if args:
             raise TypeError("Net() takes a model, an optional weights file and a phase")
         if phase not in (caffe_pb2.TRAIN, caffe_pb2.TEST):
             raise TypeError("Net() needs a phase: caffe.TRAIN or caffe.TEST (got %r)" % (phase,))
-        self._engine = EngineNet(model, phase=phase, level=level, stages=tuple(stages or ()),
-                                 weights=weights, dtype=dtype, log=log)
+        self._engine = EngineNet(network_file, phase=phase, level=level,
+                                 stages=tuple(stages or ()), weights=weights, dtype=dtype,
+                                 log=log)
 
     @classmethod
     def wrap(cls, engine):
@@ -78,6 +84,22 @@ class Net:
     @property
     def layer_dict(self):
         return collections.OrderedDict((r.name, r.layer) for r in self._engine.records)
+
+    @property
+    def blob_loss_weights(self):
+        """Ordered blob name -> its loss weight (0 for blobs that are not losses)."""
+        return collections.OrderedDict(zip(self._engine.blob_names,
+                                           self._engine.blob_loss_weights))
+
+    @property
+    def _blobs(self):
+        return [r.blob for r in self._engine.blob_records]
+
+    def _top_ids(self, layer):
+        return list(self._engine.records[layer].top_ids)
+
+    def _bottom_ids(self, layer):
+        return list(self._engine.records[layer].bottom_ids)
 
     @property
     def _blob_names(self):
@@ -177,48 +199,42 @@ class Net:
         self._backward(start_ind, end_ind)
         return {out: self.blobs[out].diff for out in outputs}
 
-    def forward_all(self, blobs=None, **kwargs):
-        """Forward over inputs of any length in batch-sized chunks; return the outputs (plus
-        ``blobs``) concatenated, the last chunk's padding dropped."""
-        outs = {name: [] for name in set(self.outputs + list(blobs or []))}
-        for batch in self._batches(kwargs):
-            for name, arr in self.forward(blobs=blobs, **batch).items():
-                outs[name].extend(arr.copy())
-        n = len(next(iter(kwargs.values()))) if kwargs else None
-        return {name: numpy.asarray(rows)[:n] for name, rows in outs.items()}
-
-    def _batches(self, inputs):
-        """Chunks of ``inputs`` the size of the net's batch, the last one zero-padded."""
-        if not inputs:
-            yield {}
-            return
-        num = len(next(iter(inputs.values())))
-        batch = self.blobs[next(iter(inputs))].shape[0]
-        for b in range(0, num, batch):
-            chunk = {}
-            for name, arr in inputs.items():
-                part = numpy.asarray(arr[b:b + batch])
-                if len(part) < batch:
-                    pad = numpy.zeros((batch - len(part),) + part.shape[1:], dtype=part.dtype)
-                    part = numpy.concatenate([part, pad])
-                chunk[name] = part
-            yield chunk
-
     def set_input_arrays(self, data, labels):
-        """Feed a MemoryData first layer: 4-D C-contiguous float32 data, labels N or N x 1x1x1."""
+        """Hand arrays to a MemoryData first layer (kept by reference, as Caffe's Reset): data
+        N x C x H x W and labels N (or N x 1 x 1 x 1), C-contiguous float32, N a multiple of
+        the batch size."""
+        if labels.ndim == 1:
+            labels = numpy.ascontiguousarray(labels[:, None, None, None])
+        return self._set_input_arrays(data, labels)
+
+    def _set_input_arrays(self, data, labels):
         first = self.layers[0] if self.layers else None
         if first is None or first.type != "MemoryData":
             raise CaffeError("set_input_arrays may only be called if the first layer is a "
-                             "MemoryData layer (net %s starts with %s)"
+                             "MemoryDataLayer (net %s starts with %s)"
                              % (self._engine.name, first.type if first else "no layer"))
-        for what, array in (("data", data), ("labels", labels)):
-            if not (isinstance(array, numpy.ndarray) and array.dtype == numpy.float32
-                    and array.flags.c_contiguous):
-                raise CaffeError("set_input_arrays: %s must be a C-contiguous float32 numpy "
-                                 "array" % what)
-        if data.ndim != 4:
-            raise CaffeError("set_input_arrays: data must be 4-D, got shape %s" % (data.shape,))
-        first.set_input_arrays(data, labels)
+        _check_memory_array(data, "data array", first.item_shape)
+        _check_memory_array(labels, "labels array", (1, 1, 1))
+        if data.shape[0] != labels.shape[0]:
+            raise CaffeError("data and labels must have the same first dimension")
+        if data.shape[0] % first.batch_size:
+            raise CaffeError("first dimensions of input arrays must be a multiple of batch size")
+        first.reset(data, labels.reshape(-1))
+
+    # ---- callbacks (Caffe's Net::Callback), each called with the layer index -------------
+    def before_forward(self, run):
+        self._engine.before_forward.append(run)
+
+    def after_forward(self, run):
+        self._engine.after_forward.append(run)
+
+    def before_backward(self, run):
+        self._engine.before_backward.append(run)
+
+    def after_backward(self, run):
+        """``run(layer)`` after each layer's backward; a ``caffe.NCCL`` here averages each
+        layer's gradients as soon as they are ready (layer_wise_reduce)."""
+        self._engine.after_backward.append(run)
 
     def reshape(self):
         self._engine.reshape()
@@ -233,4 +249,37 @@ class Net:
         self._engine.share_trained_layers_with(getattr(other, "_engine", other))
 
     def save(self, path):
-        self._engine.save(path)
+        """Write the weights as a binary .caffemodel, whatever the name (Caffe's Net_Save)."""
+        write_binary(os.fspath(path), self._engine.to_proto())
+
+    def save_hdf5(self, path):
+        """Write the weights in Caffe's HDF5 layout, whatever the name (Caffe's ToHDF5)."""
+        save_hdf5(self._engine, os.fspath(path))
+
+    def load_hdf5(self, path):
+        """Copy weights by layer name from an HDF5 file written by save_hdf5 or Caffe."""
+        path = os.fspath(path)
+        if not is_hdf5(path):
+            raise CaffeError("%s: not an HDF5 weights file" % path)
+        self._engine.copy_trained_layers_from(path)
+
+
+def _warn_legacy_constructor(model, weights, phase):
+    """pycaffe's deprecation lines for Net(model, weights, phase)."""
+    glog.warning("_caffe.cpp:139", "DEPRECATION WARNING - deprecated use of Python interface")
+    glog.warning("_caffe.cpp:140", 'Use this instead (with the named "weights" parameter):')
+    glog.warning("_caffe.cpp:142", "Net('%s', %s, weights='%s')" % (model, phase, weights))
+
+
+def _check_memory_array(array, what, item_shape):
+    """pycaffe's CheckContiguousArray: a C-contiguous 4-D float32 array of N x ``item_shape``."""
+    if not (isinstance(array, numpy.ndarray) and array.flags.c_contiguous):
+        raise CaffeError(what + " must be C contiguous")
+    if array.ndim != 4:
+        raise CaffeError(what + " must be 4-d")
+    if array.dtype != numpy.float32:
+        raise CaffeError(what + " must be float32")
+    for name, got, want in zip(("number of channels", "height", "width"), array.shape[1:],
+                               item_shape):
+        if got != want:
+            raise CaffeError("%s has wrong %s (%d, the layer has %d)" % (what, name, got, want))

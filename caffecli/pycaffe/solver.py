@@ -54,20 +54,54 @@ class Solver:
         self._engine.restore(state_file)
 
     def apply_update(self):
+        """One update from the current diffs (learning rate, regularization, momentum), iter+1."""
         self._engine.apply_update()
 
+    def add_callback(self, *callback):
+        """pycaffe's two forms: ``add_callback(on_start, on_gradients_ready)`` (two callables,
+        called before each iteration's forward and after its backward) or
+        ``add_callback(nccl)`` (a caffe.NCCL, or any object with those two methods)."""
+        if len(callback) == 2 and all(callable(c) for c in callback):
+            callback = (_Callbacks(*callback),)
+        if len(callback) != 1 or not all(callable(getattr(callback[0], m, None))
+                                         for m in ("on_start", "on_gradients_ready")):
+            raise TypeError("add_callback takes (on_start, on_gradients_ready) callables or a "
+                            "caffe.NCCL")
+        self._engine.add_callback(callback[0])
 
-def _solver_class(rule):
-    return type(rule + "Solver", (Solver,), {"rule": rule, "__doc__":
-                                             "pycaffe's %sSolver(path)." % rule})
+    def share_weights(self, net):
+        """Make ``net`` use this solver's train-net weights (for layers of the same name)."""
+        getattr(net, "engine", net).share_trained_layers_with(self._engine.net)
 
 
-SGDSolver = _solver_class("SGD")
-NesterovSolver = _solver_class("Nesterov")
-AdaGradSolver = _solver_class("AdaGrad")
-RMSPropSolver = _solver_class("RMSProp")
-AdaDeltaSolver = _solver_class("AdaDelta")
-AdamSolver = _solver_class("Adam")
+class _Callbacks:
+    """Two plain callables in the shape the engine's solver calls (Caffe's Solver::Callback)."""
+
+    def __init__(self, on_start, on_gradients_ready):
+        self.on_start, self.on_gradients_ready = on_start, on_gradients_ready
+
+
+class SGDSolver(Solver):
+    """pycaffe's SGDSolver(path); the other rules derive from it, as in pycaffe."""
+
+    rule = "SGD"
+
+    @property
+    def lr(self):
+        """The learning rate of the current iteration (Caffe's GetLearningRate)."""
+        return self._engine.get_learning_rate()
+
+
+def _rule_class(rule):
+    return type(rule + "Solver", (SGDSolver,), {"rule": rule, "__doc__":
+                                                "pycaffe's %sSolver(path)." % rule})
+
+
+NesterovSolver = _rule_class("Nesterov")
+AdaGradSolver = _rule_class("AdaGrad")
+RMSPropSolver = _rule_class("RMSProp")
+AdaDeltaSolver = _rule_class("AdaDelta")
+AdamSolver = _rule_class("Adam")
 
 
 _BY_RULE = {cls.rule: cls for cls in (SGDSolver, NesterovSolver, AdaGradSolver, RMSPropSolver,
