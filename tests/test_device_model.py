@@ -156,3 +156,30 @@ def test_a_python_layer_runs_on_host_copies_in_gpu_mode(tmp_path, monkeypatch, s
     assert standin.transfers == {"h2d": 4, "d2h": 2}
     diffs = net.backward(z=numpy.ones((2, 3), numpy.float32))
     assert diffs["x"].tolist() == [[2, 0, 2], [0, 2, 0]]
+
+
+def test_the_command_line_trains_on_the_standin_gpu_with_the_cpus_numbers(tmp_path):
+    """``CAFFECLI_STANDIN_GPU=1 caffecli train -gpu 0`` runs every device path and ends with
+    the same weights, to the bit, as the CPU run."""
+    import subprocess
+    import sys
+    from caffecli.proto.io import net_to_text
+    param = lenet_solver(tmp_path, batch=8, records=24)
+    param.max_iter, param.snapshot_after_train = 4, True
+    results = {}
+    for mode, gpu, env in (("cpu", [], {}), ("gpu", ["-gpu", "0"], {"CAFFECLI_STANDIN_GPU": "1"})):
+        folder = tmp_path / mode
+        folder.mkdir()
+        param.snapshot_prefix = str(folder / "lenet")
+        (folder / "solver.prototxt").write_text(net_to_text(param))
+        run = subprocess.run([sys.executable, "-m", "caffecli", "train", "-solver",
+                              str(folder / "solver.prototxt")] + gpu,
+                             env=dict(os.environ, **env), capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert ("Using GPUs 0" in run.stderr) == (mode == "gpu")
+        net = caffecli.Net(os.path.join(ROOT, "models", "lenet", "lenet.prototxt"),
+                           caffecli.TEST, weights=str(folder / "lenet_iter_4.caffemodel"),
+                           log=False)
+        results[mode] = [p.data.copy() for p in net.engine.learnable_params]
+    for a, b in zip(results["cpu"], results["gpu"]):
+        assert numpy.array_equal(a, b)
