@@ -18,3 +18,10 @@ def logs():
     glog.set_stream(buf)
     yield buf
     glog.set_stream(None)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line, not one per test, saying why the golden cases did not run."""
+    from golden import MISSING, golden_dir
+    if golden_dir() is None:
+        terminalreporter.write_line("golden tests skipped: " + MISSING)

@@ -19,12 +19,11 @@ from caffecli.cli import errors as cli_errors
 from caffecli.cli import gflags
 from caffecli.cli.main import cli, main
 from caffecli.cli.train import SignalHandler
+from golden import MISSING, golden_dir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GOLDEN = os.environ.get("CAFFECLI_GOLDEN",
-                        os.path.join(os.path.dirname(ROOT), "shared", "golden"))
-needs_golden = pytest.mark.skipif(not os.path.isdir(GOLDEN),
-                                  reason="shared/golden is not beside the checkout")
+GOLDEN = golden_dir() or ""
+needs_golden = pytest.mark.skipif(not GOLDEN, reason=MISSING)
 
 # ---- reading glog logs ---------------------------------------------------------------------
 GLOG_LINE = re.compile(r"^([IWEF])(\d{4}|\d{8}) (\d\d:\d\d:\d\d\.\d+)\s+(\d+) "
