@@ -26,14 +26,8 @@ def layer_type_list():
     return layer_types()
 
 
-def init_log(level=0, stderr=True):
-    """Show log lines at ``level`` and above (0 INFO, 1 WARNING, 2 ERROR)."""
-    _glog.set_min_level(level)
-
-
-def log(message):
-    """Write one INFO line in Caffe's log format."""
-    _glog.info("pycaffe.py:0", message)
+init_log = _glog.init_log   # pycaffe's init_log([level[, stderr]]): glog's files from now on
+log = _glog.log             # pycaffe's log(message): one INFO line
 
 
 def get_solver(filename):
