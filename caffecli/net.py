@@ -3,13 +3,13 @@
 Follows Caffe's net.cpp: NetStateRule filtering, automatic splits, in-place tops, loss
 weights, need-backward inference, parameter sharing by name, and the set-up log lines.
 """
-import os
 
 import numpy
 
 from . import backend, glog
 from .blob import Blob
 from .errors import CaffeError
+from .paths import as_path, is_path
 from .proto import caffe_pb2
 from .proto.io import read_net_param, net_to_text
 from .registry import create_layer
@@ -80,12 +80,12 @@ class Net(PycaffeNetMixin):
 
     def __init__(self, param, phase=None, level=0, stages=(), weights=None,
                  dtype=numpy.float32, log=True):
-        if isinstance(phase, (str, os.PathLike)):  # pycaffe's Net(model, weights, phase)
+        if is_path(phase):  # pycaffe's Net(model, weights, phase)
             weights, phase = phase, level if isinstance(level, int) and level in (TRAIN, TEST) \
                 else None
             level = 0
-        if isinstance(param, (str, os.PathLike)):
-            source = os.fspath(param)
+        if is_path(param):
+            source = as_path(param)
             param = read_net_param(source)
         else:
             source = "<net>"
@@ -442,9 +442,9 @@ class Net(PycaffeNetMixin):
     # ---- weights -----------------------------------------------------------------------
     def copy_trained_layers_from(self, source):
         """Copy parameters by layer name from a .caffemodel(.h5) path or a NetParameter."""
-        if isinstance(source, (str, os.PathLike)):
+        if is_path(source):
             from .weights import load_weights
-            load_weights(self, os.fspath(source))
+            load_weights(self, as_path(source))
             return
         self.copy_from_net_param(source)
 
@@ -498,7 +498,7 @@ class Net(PycaffeNetMixin):
     def save(self, path, write_diff=False):
         """Write the weights as a binary .caffemodel (atomically), or HDF5 for *.h5."""
         from .weights import save_weights
-        save_weights(self, os.fspath(path), write_diff)
+        save_weights(self, as_path(path), write_diff)
 
     # ---- lookups -----------------------------------------------------------------------
     def blob_by_name(self, name):

@@ -25,6 +25,8 @@ def load_weights(net, path):
     """Copy the parameters in ``path`` into ``net`` by layer name, shape-checked."""
     if not os.path.exists(path):
         raise CaffeError("%s: weights file not found" % path)
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise CaffeError("%s: weights file is empty (0 bytes)" % path)
     if is_hdf5(path):
         _load_hdf5(net, path)
     else:
@@ -34,36 +36,54 @@ def load_weights(net, path):
 
 def _load_hdf5(net, path):
     import h5py
+    try:
+        with h5py.File(path, "r") as f:
+            data = f.get("data")
+            if not isinstance(data, h5py.Group):
+                raise CaffeError("%s: HDF5 weights file has no 'data' group" % path)
+            for lname in data:
+                _load_hdf5_layer(net, path, lname, data[lname])
+    except (OSError, KeyError, ValueError, TypeError) as exc:   # h5py's corrupt-file errors
+        raise CaffeError("%s: cannot read HDF5 weights (corrupt or truncated: %s)"
+                         % (path, str(exc).splitlines()[0] if str(exc) else
+                            type(exc).__name__)) from None
+
+
+def _load_hdf5_layer(net, path, lname, group):
+    """Copy ``data/<lname>/<j>`` into layer ``lname``'s blob j (Caffe's CopyTrainedLayersFromHDF5)."""
+    import h5py
     from .blob import shape_string
-    with h5py.File(path, "r") as f:
-        if "data" not in f:
-            raise CaffeError("%s: HDF5 weights file has no 'data' group" % path)
-        data = f["data"]
-        for lname in data:
-            lid = net.layer_names_index.get(lname)
-            if lid is None:
-                net._info(803, "Ignoring source layer " + lname)
+    lid = net.layer_names_index.get(lname)
+    if lid is None:
+        net._info(803, "Ignoring source layer " + lname)
+        return
+    if not isinstance(group, h5py.Group):
+        raise CaffeError("%s: data/%s is not a group of parameter blobs" % (path, lname))
+    target = net.layers[lid].blobs
+    if len(group) > len(target):
+        raise CaffeError("%s: incompatible number of blobs for layer %s (net has %d, "
+                         "file has %d)" % (path, lname, len(target), len(group)))
+    for j, blob in enumerate(target):
+        key = str(j)
+        if key not in group:
+            # Caffe: a missing dataset is fine only for a shared, non-owned param.
+            pid = net.param_id_vecs[lid][j]
+            if net.param_owners[pid] >= 0:
                 continue
-            group = data[lname]
-            target = net.layers[lid].blobs
-            if len(group) > len(target):
-                raise CaffeError("%s: incompatible number of blobs for layer %s (net has %d, "
-                                 "file has %d)" % (path, lname, len(target), len(group)))
-            for j, blob in enumerate(target):
-                key = str(j)
-                if key not in group:
-                    # Caffe: a missing dataset is fine only for a shared, non-owned param.
-                    pid = net.param_id_vecs[lid][j]
-                    if net.param_owners[pid] >= 0:
-                        continue
-                    raise CaffeError("%s: layer %s has no parameter blob %d" % (path, lname, j))
-                arr = numpy.asarray(group[key])
-                if tuple(arr.shape) != blob.shape:
-                    raise CaffeError(
-                        "%s: cannot copy param %d weights from layer '%s'; shape mismatch.  "
-                        "Source param shape is %s; target param shape is %s"
-                        % (path, j, lname, shape_string(arr.shape), blob.shape_string()))
-                blob.data[...] = backend.to_device(arr.astype(blob.dtype))
+            raise CaffeError("%s: layer %s has no parameter blob %d" % (path, lname, j))
+        dataset = group[key]
+        if not isinstance(dataset, h5py.Dataset):
+            raise CaffeError("%s: data/%s/%s is not a dataset" % (path, lname, key))
+        arr = numpy.asarray(dataset[()])
+        if arr.dtype.kind not in "fiu":
+            raise CaffeError("%s: data/%s/%s holds %s, not numbers" % (path, lname, key,
+                                                                      arr.dtype))
+        if tuple(arr.shape) != blob.shape:
+            raise CaffeError(
+                "%s: cannot copy param %d weights from layer '%s'; shape mismatch.  "
+                "Source param shape is %s; target param shape is %s"
+                % (path, j, lname, shape_string(arr.shape), blob.shape_string()))
+        blob.data[...] = backend.to_device(arr.astype(blob.dtype))
 
 
 def save_weights(net, path, write_diff=False):

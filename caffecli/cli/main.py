@@ -7,6 +7,7 @@ gflags program ignores flags it never reads. Usage errors and failures are one l
 """
 import os
 import sys
+import warnings
 from collections import namedtuple
 
 import click
@@ -122,11 +123,10 @@ def _run_brew(parsed):
     return command.run(parsed.values, gflags.split_list(parsed.stages)) or 0
 
 
-def _run_tool(parsed):
-    tool = _tool_commands()[parsed.positional[0]]
+def _run_tool(parsed, tool):
     _configure_logging(parsed)
+    args = [a for a in parsed.rest if a not in ("-debug", "--debug")]
     try:
-        args = [a for a in parsed.rest if a not in ("-debug", "--debug")]
         return tool.main(args=args, prog_name="%s %s" % (PROG, tool.name),
                          standalone_mode=False) or 0
     except click.exceptions.Exit as exc:
@@ -140,24 +140,30 @@ def _run_tool(parsed):
         raise KeyboardInterrupt from None
 
 
+def _dispatch(argv):
+    tools = _tool_commands()
+    parsed = gflags.parse(argv, tools)
+    if parsed.help == "version":
+        click.echo("%s version %s" % (PROG, __version__))
+        return 0
+    if parsed.help:
+        click.echo(usage_text(), nl=False)
+        return 0
+    if parsed.positional and parsed.positional[0] in tools:
+        return _run_tool(parsed, tools[parsed.positional[0]])
+    return _run_brew(parsed)
+
+
 def run(argv):
     """Run the command line ``argv``; return the exit status (errors: one line, status 1)."""
     debug = "-debug" in argv or "--debug" in argv or bool(os.environ.get("CAFFECLI_DEBUG"))
     saved = glog.snapshot_config()
     try:
-        def dispatch():
-            parsed = gflags.parse(argv, _tool_commands())
-            if parsed.help == "version":
-                click.echo("%s version %s" % (PROG, __version__))
-                return 0
-            if parsed.help:
-                click.echo(usage_text(), nl=False)
-                return 0
-            if parsed.rest or parsed.positional[:1] and parsed.positional[0] in \
-                    _tool_commands():
-                return _run_tool(parsed)
-            return _run_brew(parsed)
-        return errors.run_guarded(dispatch, debug)
+        with warnings.catch_warnings():
+            # numpy's floating-point RuntimeWarnings are two lines of source, not log lines;
+            # Caffe says nothing either (the solver warns once when the loss is not finite)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return errors.run_guarded(lambda: _dispatch(argv), debug)
     finally:
         glog.restore_config(saved)
 
