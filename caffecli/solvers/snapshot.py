@@ -248,8 +248,8 @@ def _restore_sidecar(solver, state_file):
         with _field(path, "rng"):
             rng.set_state(state["rng"])
     nets = [("train_net", solver.net, state.get("train_net", {}))]
-    tests = state.get("test_nets", [])
     with _field(path, "test_nets"):
+        tests = list(state.get("test_nets", []))
         nets += [("test_nets[%d]" % i, n, tests[i]) for i, n in enumerate(solver.test_nets)
                  if i < len(tests)]
     for field, net, states in nets:
