@@ -43,7 +43,7 @@ def _load_hdf5(net, path):
                 raise CaffeError("%s: HDF5 weights file has no 'data' group" % path)
             for lname in data:
                 _load_hdf5_layer(net, path, lname, data[lname])
-    except (OSError, KeyError, ValueError, TypeError) as exc:   # h5py's corrupt-file errors
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # corrupt HDF5
         raise CaffeError("%s: cannot read HDF5 weights (corrupt or truncated: %s)"
                          % (path, str(exc).splitlines()[0] if str(exc) else
                             type(exc).__name__)) from None

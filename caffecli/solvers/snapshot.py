@@ -208,7 +208,7 @@ def _restore_hdf5(solver, state_file):
     try:
         with h5py.File(state_file, "r") as f:
             it, learned, step, arrays = _read_hdf5_state(f, state_file)
-    except (OSError, KeyError, ValueError, TypeError) as exc:  # h5py's corrupt-file errors
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # corrupt HDF5
         raise CaffeError("%s: cannot read the solver state (corrupt or truncated HDF5: %s)"
                          % (state_file, str(exc).splitlines()[0] if str(exc) else
                             type(exc).__name__)) from None
