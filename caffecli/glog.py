@@ -12,6 +12,7 @@ variables are read as glog reads them; see ``logfiles`` for the files.
 """
 import datetime
 import os
+import re
 import sys
 import threading
 
@@ -23,26 +24,19 @@ _config = {}
 
 
 def _env_int(name, default):
-    """glog's EnvToInt: strtol of the value (leading digits), the default when unset."""
+    """glog's EnvToInt: the value's leading integer (0 when it has none), the default when
+    unset."""
     value = os.environ.get(name)
     if value is None:
         return default
-    text = value.strip()
-    digits = len(text) - len(text.lstrip("+-"))
-    while digits < len(text) and text[digits].isdigit():
-        digits += 1
-    try:
-        return int(text[:digits])
-    except ValueError:
-        return 0
+    m = re.match(r"\s*[+-]?\d+", value)
+    return int(m.group()) if m else 0
 
 
-def _env_bool(name, default=False):
+def _env_bool(name):
     """glog's EnvToBool: true when the value is empty or starts with t, T, y, Y or 1."""
     value = os.environ.get(name)
-    if value is None:
-        return default
-    return value[:1] in ("", "t", "T", "y", "Y", "1")
+    return value is not None and value[:1] in ("", "t", "T", "y", "Y", "1")
 
 
 def configure():

@@ -79,7 +79,7 @@ COMMANDS = {
     "device_query": Command(_device_query, {"gpu"}, "show GPU diagnostic information"),
     "time": Command(_time, {"model", "iterations", "phase"} | set(_STATE),
                     "benchmark model execution time"),
-    "layers": Command(_layers, set(), "list every layer type caffecli knows (caffecli's own)"),
+    "layers": Command(_layers, set(), "list the registered layer types (caffecli's own)"),
 }
 
 
