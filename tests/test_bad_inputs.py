@@ -1,7 +1,6 @@
 """Bad input found by fuzzing, one test per family: each ends with one ``caffecli: error:`` line
 naming the file and the field, layer or blob at fault, exit 1, no traceback."""
 import json
-import os
 import time
 
 import h5py

@@ -7,12 +7,14 @@ import re
 import signal
 import stat
 
+import numpy
 import pytest
 
 import caffecli
 from caffecli.cli import gflags
 
 from bad_input_helpers import DEPLOY, assert_clean_end, run_command
+from data_helpers import write_datum_db
 from test_cli import SIGNAL_SOLVER, _train_with_signals, run_subprocess
 
 
@@ -104,13 +106,16 @@ def test_saved_files_get_the_permissions_open_would_give(tmp_path):
         status, _, err = run_command(["train", "-solver", "solver.prototxt"], tmp_path)
         net = caffecli.Net(str(tmp_path / "net.prototxt"), caffecli.TEST)
         net.save(str(tmp_path / "saved.caffemodel.h5"))
+        write_datum_db(str(tmp_path / "db"), numpy.zeros((2, 1, 2, 2)))
+        mean_status, _, _ = run_command(["compute_image_mean", "db", "mean.binaryproto"],
+                                        tmp_path)
     finally:
         os.umask(old)
-    assert status == 0, err[-2000:]
+    assert status == mean_status == 0, err[-2000:]
     kept = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(("sig_", "saved")))
     assert kept == ["saved.caffemodel.h5", "sig_iter_2.caffemodel", "sig_iter_2.solverstate",
                     "sig_iter_2.solverstate.caffecli"]
-    for name in kept:
+    for name in kept + ["mean.binaryproto", "db/data.mdb"]:
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640, name
 
 

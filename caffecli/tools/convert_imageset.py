@@ -3,7 +3,6 @@
 Keys are ``%08d_<path>``; images are decoded by OpenCV (BGR), optionally resized, and stored
 raw or re-encoded (``--encoded`` / ``--encode_type``), exactly as Caffe's ReadImageToDatum.
 """
-import os
 
 import click
 
