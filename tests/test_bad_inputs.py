@@ -157,6 +157,17 @@ def test_swapped_history_shape_in_hdf5_state(ws):
           "history blob 0", "16 3 (48)")
 
 
+@pytest.mark.parametrize("field", ["iter", "current_step"])
+def test_negative_counters_in_a_state(ws, field):
+    folder, files = ws
+    path = folder / files["state_binaryproto"]
+    state = caffe_pb2.SolverState.FromString(path.read_bytes())
+    setattr(state, field, -5)
+    path.write_bytes(state.SerializeToString())
+    check(["train", "-solver", "resume.prototxt", "-snapshot", path.name], folder, path.name,
+          "%s is negative (-5)" % field)
+
+
 def test_history_values_that_do_not_fill_the_shape(ws):
     folder, files = ws
     path = folder / files["state_binaryproto"]

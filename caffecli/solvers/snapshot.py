@@ -136,6 +136,14 @@ def _check_history(solver, arrays, state_file):
                              % (state_file, i, shape_string(arr.shape), blob.shape_string()))
 
 
+def _check_counters(it, step, state_file):
+    """A negative iter would train for ~2^31 iterations, a negative step index the stepvalues
+    from the end: both are damage, not states Caffe writes."""
+    for name, value in (("iter", it), ("current_step", step)):
+        if value < 0:
+            raise CaffeError("%s: %s is negative (%d)" % (state_file, name, value))
+
+
 def _history_array(proto, i, state_file):
     shape = Blob.proto_shape(proto)
     values = proto.double_data or proto.data
@@ -148,6 +156,7 @@ def _history_array(proto, i, state_file):
 
 def _restore_binary(solver, state_file):
     state = read_binary(state_file, caffe_pb2.SolverState(), "solver state")
+    _check_counters(state.iter, state.current_step, state_file)
     solver.iter = state.iter
     if state.HasField("learned_net"):
         solver.net.copy_trained_layers_from(_learned_net_path(state.learned_net, state_file))
@@ -212,6 +221,7 @@ def _restore_hdf5(solver, state_file):
         raise CaffeError("%s: cannot read the solver state (corrupt or truncated HDF5: %s)"
                          % (state_file, str(exc).splitlines()[0] if str(exc) else
                             type(exc).__name__)) from None
+    _check_counters(it, step, state_file)
     solver.iter = it
     if learned is not None:
         solver.net.copy_trained_layers_from(_learned_net_path(learned, state_file))
