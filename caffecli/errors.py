@@ -9,3 +9,10 @@ def check(condition, message):
     """Raise CaffeError(message) unless condition holds (Caffe's CHECK, without the abort)."""
     if not condition:
         raise CaffeError(message() if callable(message) else message)
+
+
+def first_line(exc):
+    """The first line of ``exc``'s message, or its type's name when it has none (h5py's and
+    lmdb's messages run over several lines)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

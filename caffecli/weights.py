@@ -8,7 +8,7 @@ import os
 import numpy
 
 from . import backend
-from .errors import CaffeError
+from .errors import CaffeError, first_line
 from .proto import caffe_pb2
 from .proto.io import read_binary, write_binary, write_bytes_atomic
 
@@ -45,8 +45,7 @@ def _load_hdf5(net, path):
                 _load_hdf5_layer(net, path, lname, data[lname])
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # corrupt HDF5
         raise CaffeError("%s: cannot read HDF5 weights (corrupt or truncated: %s)"
-                         % (path, str(exc).splitlines()[0] if str(exc) else
-                            type(exc).__name__)) from None
+                         % (path, first_line(exc))) from None
 
 
 def _load_hdf5_layer(net, path, lname, group):

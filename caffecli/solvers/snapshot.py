@@ -14,7 +14,7 @@ import numpy
 
 from .. import backend, glog, rng
 from ..blob import Blob, shape_string
-from ..errors import CaffeError
+from ..errors import CaffeError, first_line
 from ..proto import caffe_pb2
 from ..proto.io import read_binary, write_binary, write_bytes_atomic
 
@@ -219,8 +219,7 @@ def _restore_hdf5(solver, state_file):
             it, learned, step, arrays = _read_hdf5_state(f, state_file)
     except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # corrupt HDF5
         raise CaffeError("%s: cannot read the solver state (corrupt or truncated HDF5: %s)"
-                         % (state_file, str(exc).splitlines()[0] if str(exc) else
-                            type(exc).__name__)) from None
+                         % (state_file, first_line(exc))) from None
     _check_counters(it, step, state_file)
     solver.iter = it
     if learned is not None:
