@@ -213,6 +213,28 @@ def test_newline_in_a_path_stays_in_the_one_line(tmp_path):
     assert "a\\nb.prototxt" in line
 
 
+def test_releasing_a_database_while_another_opens_does_not_deadlock(tmp_path):
+    """Opening an LMDB can run the garbage collector, which can close a dead Data layer's
+    cursor (releasing its handle) inside the open: the handle table must allow that."""
+    import threading
+    from caffecli.data import db as db_mod
+    from data_helpers import write_datum_db
+    for name in ("a", "b"):
+        write_datum_db(str(tmp_path / name), numpy.zeros((1, 1, 2, 2)))
+    first = db_mod.open_reader(str(tmp_path / "a"), "lmdb")
+
+    def open_second():
+        first.close()   # what a finalizer run by the collector does
+        return db_mod._open_lmdb(str(tmp_path / "b"))
+    done = []
+    worker = threading.Thread(target=lambda: done.append(
+        db_mod._acquire("lmdb", str(tmp_path / "b"), open_second)), daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done, "deadlock: releasing a handle inside an open blocked"
+    db_mod._release(done[0][0])
+
+
 def test_the_error_is_the_last_line_even_with_a_prefetch_thread_logging(capsys):
     """A data thread that logs on must be stopped before the error line is printed."""
     def produce():

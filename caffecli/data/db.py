@@ -54,7 +54,9 @@ class Cursor:
 
 
 _OPEN = {}   # (kind, realpath) -> [handle, users]: py-lmdb and LevelDB open a path once
-_OPEN_LOCK = threading.Lock()
+# re-entrant: opening a database can collect a dead Data layer whose finalizer releases its own
+# handle from inside _acquire (a plain Lock deadlocked the thread on itself)
+_OPEN_LOCK = threading.RLock()
 
 
 def _acquire(kind, path, opener):
