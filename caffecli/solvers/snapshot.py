@@ -244,11 +244,9 @@ def _restore_sidecar(solver, state_file):
         return False
     with open(state_file, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    if (not isinstance(state, dict) or state.get("format") != SIDECAR_FORMAT
-            or state.get("iter") != solver.iter or state.get("state_sha256") != digest):
-        glog.warning("snapshot.py", "Ignoring resume sidecar %s: it does not match the solver "
-                     "state (iteration %s, expected %d)"
-                     % (path, state.get("iter") if isinstance(state, dict) else "?", solver.iter))
+    mismatch = _sidecar_mismatch(state, solver.iter, digest)
+    if mismatch:
+        glog.warning("snapshot.py", "Ignoring resume sidecar %s: %s" % (path, mismatch))
         return False
     # it belongs to this state: what it holds must now be usable, or the resume is not exact
     with _field(path, "the file"):
@@ -269,6 +267,17 @@ def _restore_sidecar(solver, state_file):
                 _set_layer_state(net, name, value)
     glog.vlog(1, "snapshot.py", "Restored random and data positions from " + path)
     return True
+
+
+def _sidecar_mismatch(state, iteration, digest):
+    """Why a sidecar does not belong to the state just restored (None when it does)."""
+    if not isinstance(state, dict) or state.get("format") != SIDECAR_FORMAT:
+        return "not a %s file" % SIDECAR_FORMAT
+    if state.get("iter") != iteration:
+        return "it is for iteration %s, the solver state for %d" % (state.get("iter"), iteration)
+    if state.get("state_sha256") != digest:
+        return "it was written with another solver state file (checksum differs)"
+    return None
 
 
 @contextlib.contextmanager
