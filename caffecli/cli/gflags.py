@@ -94,7 +94,7 @@ class Parsed:
 
 def _split(token):
     """``-name=value`` / ``--name`` -> (name, value or None); not a flag -> (None, None)."""
-    if not token.startswith("-") or token in ("-", "--"):
+    if not token.startswith("-") or token == "-":
         return None, None
     body = token[2:] if token.startswith("--") else token[1:]
     name, eq, value = body.partition("=")
