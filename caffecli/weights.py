@@ -3,11 +3,13 @@
 HDF5 layout (Caffe's ToHDF5): group ``data/<layer name>/<i>`` holds parameter blob i of that
 layer; ``diff/...`` the same for gradients when written.
 """
+import io
 import os
 
 import numpy
 
-from .errors import CaffeError
+from .blob import shape_string
+from .errors import CaffeError, first_line
 from .proto import caffe_pb2
 from .proto.io import read_binary, write_binary, write_bytes_atomic
 
@@ -24,6 +26,8 @@ def load_weights(net, path):
     """Copy the parameters in ``path`` into ``net`` by layer name, shape-checked."""
     if not os.path.exists(path):
         raise CaffeError("%s: weights file not found" % path)
+    if os.path.isfile(path) and os.path.getsize(path) == 0:
+        raise CaffeError("%s: weights file is empty (0 bytes)" % path)
     if is_hdf5(path):
         _load_hdf5(net, path)
     else:
@@ -33,35 +37,51 @@ def load_weights(net, path):
 
 def _load_hdf5(net, path):
     import h5py
-    from .blob import shape_string
-    with h5py.File(path, "r") as f:
-        if "data" not in f:
-            raise CaffeError("%s: HDF5 weights file has no 'data' group" % path)
-        data = f["data"]
-        for lname in data:
-            lid = net.layer_names_index.get(lname)
-            if lid is None:
-                net._info(803, "Ignoring source layer " + lname)
+    try:
+        with h5py.File(path, "r") as f:
+            data = f.get("data")
+            if not isinstance(data, h5py.Group):
+                raise CaffeError("%s: HDF5 weights file has no 'data' group" % path)
+            for lname in data:
+                _load_hdf5_layer(net, path, lname, data[lname])
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # corrupt HDF5
+        raise CaffeError("%s: cannot read HDF5 weights (corrupt or truncated: %s)"
+                         % (path, first_line(exc))) from None
+
+
+def _load_hdf5_layer(net, path, lname, group):
+    """Copy ``data/<lname>/<j>`` into layer ``lname``'s blob j (Caffe's CopyTrainedLayersFromHDF5)."""
+    import h5py
+    lid = net.layer_names_index.get(lname)
+    if lid is None:
+        net._info(803, "Ignoring source layer " + lname)
+        return
+    if not isinstance(group, h5py.Group):
+        raise CaffeError("%s: data/%s is not a group of parameter blobs" % (path, lname))
+    target = net.layers[lid].blobs
+    if len(group) > len(target):
+        raise CaffeError("%s: incompatible number of blobs for layer %s (net has %d, "
+                         "file has %d)" % (path, lname, len(target), len(group)))
+    for j, blob in enumerate(target):
+        key = str(j)
+        if key not in group:
+            # Caffe: a missing dataset is fine only for a shared, non-owned param.
+            if net.is_shared_param(lid, j):
                 continue
-            group = data[lname]
-            target = net.layers[lid].blobs
-            if len(group) > len(target):
-                raise CaffeError("%s: incompatible number of blobs for layer %s (net has %d, "
-                                 "file has %d)" % (path, lname, len(target), len(group)))
-            for j, blob in enumerate(target):
-                key = str(j)
-                if key not in group:
-                    # Caffe: a missing dataset is fine only for a shared, non-owned param.
-                    if net.is_shared_param(lid, j):
-                        continue
-                    raise CaffeError("%s: layer %s has no parameter blob %d" % (path, lname, j))
-                arr = numpy.asarray(group[key])
-                if tuple(arr.shape) != blob.shape:
-                    raise CaffeError(
-                        "%s: cannot copy param %d weights from layer '%s'; shape mismatch.  "
-                        "Source param shape is %s; target param shape is %s"
-                        % (path, j, lname, shape_string(arr.shape), blob.shape_string()))
-                blob.data[...] = arr
+            raise CaffeError("%s: layer %s has no parameter blob %d" % (path, lname, j))
+        dataset = group[key]
+        if not isinstance(dataset, h5py.Dataset):
+            raise CaffeError("%s: data/%s/%s is not a dataset" % (path, lname, key))
+        arr = numpy.asarray(dataset[()])
+        if arr.dtype.kind not in "fiu":
+            raise CaffeError("%s: data/%s/%s holds %s, not numbers" % (path, lname, key,
+                                                                      arr.dtype))
+        if tuple(arr.shape) != blob.shape:
+            raise CaffeError(
+                "%s: cannot copy param %d weights from layer '%s'; shape mismatch.  "
+                "Source param shape is %s; target param shape is %s"
+                % (path, j, lname, shape_string(arr.shape), blob.shape_string()))
+        blob.data[...] = arr
 
 
 def save_weights(net, path, write_diff=False):
@@ -74,7 +94,6 @@ def save_weights(net, path, write_diff=False):
 
 def save_hdf5(net, path, write_diff=False):
     import h5py
-    import io
     buf = io.BytesIO()
     with h5py.File(buf, "w") as f:
         data = f.create_group("data")

@@ -4,15 +4,23 @@ Test modules marked ``pytestmark = pytest.mark.devices`` run every test twice: `
 ``[gpu]``. GPU mode uses the real GPU when cupy finds one, else the stand-in device
 (caffecli.standin), so CI, which has no GPU, runs every device path too.
 """
+import atexit
 import io
 import os
+import shutil
 import sys
+import tempfile
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, ROOT)
+
+# glog's files from the commands the tests run (in-process and subprocesses) go here, not /tmp
+LOG_DIR = tempfile.mkdtemp(prefix="caffecli-test-logs-")
+os.environ["GLOG_log_dir"] = LOG_DIR
+atexit.register(shutil.rmtree, LOG_DIR, True)
 
 
 def pytest_generate_tests(metafunc):
@@ -39,6 +47,16 @@ def enter_gpu_mode(monkeypatch):
         monkeypatch.setenv("CAFFECLI_STANDIN_GPU", "1")
     context.set_device(0)
     context.set_mode_gpu()
+
+
+@pytest.fixture(autouse=True)
+def fresh_logging():
+    """Each test starts with the logging configuration the session started with (an
+    in-process command may start glog's files or silence it after its error line)."""
+    from caffecli import glog
+    saved = glog.snapshot_config()
+    yield
+    glog.restore_config(saved)
 
 
 @pytest.fixture(autouse=True)
@@ -79,3 +97,10 @@ def logs():
     glog.set_stream(buf)
     yield buf
     glog.set_stream(None)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """One line, not one per test, saying why the golden cases did not run."""
+    from golden import MISSING, golden_dir
+    if golden_dir() is None:
+        terminalreporter.write_line("golden tests skipped: " + MISSING)

@@ -33,12 +33,16 @@ def case_names(families=None, exclude=()):
     return [n for n in names if n.split("__")[0] not in exclude]
 
 
+MISSING = ("golden corpus not found: expected at %s (or set CAFFECLI_GOLDEN)"
+           % os.path.normpath(os.path.join(ROOT, "..", "shared", "golden")))
+
+
 def require_golden():
-    """Skip locally, fail in CI, when the corpus is absent."""
+    """Skip locally, fail in CI (the CI variable set), when the corpus is absent."""
     if golden_dir() is None:
         if os.environ.get("CI"):
-            pytest.fail("golden corpus ../shared/golden not found (set CAFFECLI_GOLDEN)")
-        pytest.skip("golden corpus not found (set CAFFECLI_GOLDEN)")
+            pytest.fail(MISSING)
+        pytest.skip(MISSING)
 
 
 @contextlib.contextmanager

@@ -179,9 +179,7 @@ def test_train_with_two_gpus_goes_through_data_parallel(tmp_path, monkeypatch, c
     (tmp_path / "net.prototxt").write_text(NET % 4)
     (tmp_path / "solver.prototxt").write_text(
         'net: "net.prototxt"\n' + SOLVER % (6, "SGD") + 'snapshot_after_train: false\n')
-    with pytest.raises(SystemExit) as exit_info:
-        main(["train", "-solver", "solver.prototxt", "-gpu", "0,1"])
-    assert exit_info.value.code == 0
+    assert main(["train", "-solver", "solver.prototxt", "-gpu", "0,1"]) == 0
     assert sorted(SEEN) == [(0, 2), (1, 2)]
     err = capsys.readouterr().err
     assert "Using GPUs 0, 1" in err and "Optimization Done." in err

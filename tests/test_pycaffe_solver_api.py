@@ -187,7 +187,8 @@ def run_rank_threads(ranks, uid, work):
 
     caffe.set_solver_count(ranks)
     try:
-        threads = [threading.Thread(target=entry, args=(r,)) for r in range(ranks)]
+        threads = [threading.Thread(target=entry, args=(r,), daemon=True)
+                   for r in range(ranks)]
         for t in threads:
             t.start()
         for t in threads:
@@ -209,9 +210,10 @@ def test_nccl_ranks_on_half_batches_train_as_one_on_the_whole(tmp_path, layer_wi
     whole.step(6)
     uid = caffe.NCCL.new_uid()
     solvers = [None, None]
+    files = [solver_file(tmp_path, 4, seed=3 + rank, layer_wise=layer_wise) for rank in (0, 1)]
 
     def solve(rank):   # each rank: its own solver (and seed) on half the items
-        solver = caffe.SGDSolver(solver_file(tmp_path, 4, seed=3 + rank, layer_wise=layer_wise))
+        solver = caffe.SGDSolver(files[rank])
         feed(solver, slice(rank * 4, rank * 4 + 4))
         nccl = caffe.NCCL(solver, uid)
         nccl.bcast()
@@ -234,8 +236,10 @@ def test_nccl_layer_wise_averages_each_layer_after_its_backward(tmp_path):
     uid = caffe.NCCL.new_uid()
     seen = {}
 
+    path = solver_file(tmp_path, 4, seed=3)    # written once, before the ranks start
+
     def solve(rank):
-        solver = caffe.SGDSolver(solver_file(tmp_path, 4, seed=3))
+        solver = caffe.SGDSolver(path)
         feed(solver, slice(rank * 4, rank * 4 + 4))
         nccl = caffe.NCCL(solver, uid)
         solver.net.after_backward(nccl)
@@ -256,8 +260,10 @@ def test_train_py_timing_hooks_around_nccl(tmp_path, logs):
     uid = caffe.NCCL.new_uid()
     reports = []
 
+    path = solver_file(tmp_path, 4, seed=3)    # written once, before the ranks start
+
     def solve(rank):
-        solver = caffe.SGDSolver(solver_file(tmp_path, 4, seed=3))
+        solver = caffe.SGDSolver(path)
         feed(solver, slice(rank * 4, rank * 4 + 4))
         nccl = caffe.NCCL(solver, uid)
         nccl.bcast()

@@ -149,7 +149,7 @@ def test_restore_finds_weights_beside_the_state(tmp_path, monkeypatch):
                                      s.net.layer_by_name("ip2").blobs[0].data)
 
 
-def test_a_sidecar_for_another_state_file_is_ignored(tmp_path, monkeypatch):
+def test_a_sidecar_for_another_state_file_is_ignored(tmp_path, monkeypatch, logs):
     monkeypatch.chdir(tmp_path)
     s = _solver("SGD", "BINARYPROTO")
     s.step(3)
@@ -161,3 +161,4 @@ def test_a_sidecar_for_another_state_file_is_ignored(tmp_path, monkeypatch):
     r = _solver("SGD", "BINARYPROTO")
     r.restore(state_file)
     assert r.net.layer_by_name("data").cursor == 0
+    assert "another solver state file (checksum differs)" in logs.getvalue()

@@ -122,11 +122,11 @@ def _solver(tmp_path, middle, loss, lr=0.1):
     solver.write_text('net: "%s" base_lr: %g momentum: 0.9 lr_policy: "fixed" max_iter: 200 '
                       'display: 0 random_seed: 1 snapshot_after_train: false '
                       'solver_mode: CPU' % (net, lr))
-    caffecli.init_log(2)
+    caffecli.glog.set_min_level(2)
     try:
         return caffecli.get_solver(str(solver))
     finally:
-        caffecli.init_log(0)
+        caffecli.glog.set_min_level(0)
 
 
 def _train(solver, iters):

@@ -1,11 +1,14 @@
-"""The ``caffecli`` command group: Caffe's brew commands plus the data tools.
+"""The ``caffecli`` command: Caffe's brew commands (train, test, time, device_query) parsed as
+Caffe's gflags parses them, plus ``layers`` and the data tools (click commands of their own).
 
-``caffecli train -solver s.prototxt`` and ``caffecli train --solver=s.prototxt`` both work
-(gflags spellings are normalized before click parses). Errors print one line and exit 1;
-``--debug`` shows the traceback instead.
+No command prints Caffe's usage (commands and every flag with its default) and exits 0. Any
+flag is accepted by any command; one a command does not use is ignored with a WARNING, as a
+gflags program ignores flags it never reads. Usage errors and failures are one line, exit 1.
 """
 import os
 import sys
+import warnings
+from collections import namedtuple
 
 import click
 
@@ -14,22 +17,12 @@ from ..errors import CaffeError
 from ..net import TEST, TRAIN
 from . import errors, gflags
 
-
-class CaffeGroup(click.Group):
-    """A click group that accepts gflags spellings and turns failures into one line."""
-
-    def parse_args(self, ctx, args):
-        names = self.list_commands(ctx)
-        value_flags = set()
-        for name in names:
-            for p in self.get_command(ctx, name).params:
-                if isinstance(p, click.Option) and not p.is_flag:
-                    value_flags.update(o.lstrip("-") for o in p.opts)
-        return super().parse_args(ctx, gflags.normalize(args, names, value_flags))
-
-    def invoke(self, ctx):
-        debug = bool(ctx.params.get("debug")) or bool(os.environ.get("CAFFECLI_DEBUG"))
-        return errors.run_guarded(lambda: super(CaffeGroup, self).invoke(ctx), debug)
+PROG = "caffecli"
+Command = namedtuple("Command", "run flags summary")
+_GLOG_FLAGS = {"minloglevel": "min_level", "v": "verbose", "stderrthreshold": "stderr_threshold",
+               "logtostderr": "logtostderr", "alsologtostderr": "alsologtostderr",
+               "log_dir": "log_dir"}
+_STATE = ("gpu", "level", "stage")
 
 
 def _phase(value, default):
@@ -40,103 +33,150 @@ def _phase(value, default):
     return TRAIN if value == "TRAIN" else TEST
 
 
-def _gpu_option(f):
-    return click.option("--gpu", default="", metavar="IDS",
-                        help="Run on GPU device ids separated by ',' (or 'all').")(f)
+def _iterations(flags, command):
+    if flags["iterations"] < 1:
+        raise gflags.UsageError("-iterations must be at least 1 for %s (got %d)"
+                                % (command, flags["iterations"]))
+    return flags["iterations"]
 
 
-def _state_options(f):
-    f = click.option("--stage", multiple=True, metavar="NAMES",
-                     help="Net stages, separated by ',' or repeated.")(f)
-    return click.option("--level", default=0, type=int, help="Net level.")(f)
-
-
-@click.group(cls=CaffeGroup, context_settings={"help_option_names": ["--help", "-h"]})
-@click.option("--debug", is_flag=True, help="Show Python tracebacks instead of one-line errors.")
-@click.version_option(version=__version__, prog_name="caffecli")
-def cli(debug):
-    """Caffe's command-line brew: train, test, time, device_query, and data tools."""
-    level = os.environ.get("GLOG_minloglevel")
-    if level and level.isdigit():
-        glog.set_min_level(int(level))
-
-
-@cli.command()
-@click.option("--solver", default="", help="The solver definition prototxt.")
-@click.option("--weights", default="", help="Pretrained weights to finetune from, ','-separated.")
-@click.option("--snapshot", default="", help="A .solverstate to resume training from.")
-@_gpu_option
-@_state_options
-@click.option("--sigint_effect", "--sigint-effect", default="stop",
-              help="On SIGINT: stop, snapshot or none.")
-@click.option("--sighup_effect", "--sighup-effect", default="snapshot",
-              help="On SIGHUP: stop, snapshot or none.")
-@click.option("--iterations", type=int, default=50, hidden=True,
-              help="Accepted and ignored, as by caffe train (max_iter comes from the solver).")
-def train(solver, weights, snapshot, gpu, level, stage, sigint_effect, sighup_effect,
-          iterations):
-    """Train or finetune a model."""
+def _train(flags, stages):
     from .train import run_train
-    run_train(solver, weights=weights, snapshot=snapshot, gpu=gpu, level=level,
-              stages=gflags.split_list(stage), sigint_effect=sigint_effect,
-              sighup_effect=sighup_effect)
+    return run_train(flags["solver"], weights=flags["weights"], snapshot=flags["snapshot"],
+                     gpu=flags["gpu"], level=flags["level"], stages=stages,
+                     sigint_effect=flags["sigint_effect"], sighup_effect=flags["sighup_effect"])
 
 
-@cli.command()
-@click.option("--model", default="", help="The model definition prototxt.")
-@click.option("--weights", default="", help="The trained weights (.caffemodel or .h5).")
-@click.option("--iterations", default=50, type=int, help="Number of batches to score.")
-@_gpu_option
-@click.option("--phase", default="", help="TRAIN or TEST (default TEST).")
-@_state_options
-def test(model, weights, iterations, gpu, phase, level, stage):
-    """Score a model."""
+def _test(flags, stages):
     from .test import run_test
-    run_test(model, weights, iterations=iterations, gpu=gpu, level=level,
-             stages=gflags.split_list(stage), phase=_phase(phase, TEST))
+    run_test(flags["model"], flags["weights"], iterations=_iterations(flags, "test"),
+             gpu=flags["gpu"], level=flags["level"], stages=stages,
+             phase=_phase(flags["phase"], TEST))
 
 
-@cli.command(name="time")
-@click.option("--model", default="", help="The model definition prototxt.")
-@click.option("--iterations", default=50, type=int, help="Number of timed iterations.")
-@click.option("--phase", default="", help="TRAIN or TEST (default TRAIN).")
-@_gpu_option
-@_state_options
-def time_(model, iterations, phase, gpu, level, stage):
-    """Benchmark model execution time."""
+def _time(flags, stages):
     from .time import run_time
-    run_time(model, iterations=iterations, gpu=gpu, phase=_phase(phase, TRAIN), level=level,
-             stages=gflags.split_list(stage))
+    run_time(flags["model"], iterations=_iterations(flags, "time"), gpu=flags["gpu"],
+             phase=_phase(flags["phase"], TRAIN), level=flags["level"], stages=stages)
 
 
-@cli.command(name="device_query")
-@_gpu_option
-def device_query(gpu):
-    """Show GPU diagnostic information."""
+def _device_query(flags, stages):
     from .device_query import run_device_query
-    run_device_query(gpu)
+    run_device_query(flags["gpu"])
 
 
-@cli.command()
-def layers():
-    """List every registered layer type, one per line."""
+def _layers(flags, stages):
     from ..registry import layer_types
     for name in layer_types():
         click.echo(name)
 
 
-def _add_tool_commands():
+COMMANDS = {
+    "train": Command(_train, {"solver", "snapshot", "weights", "sigint_effect",
+                              "sighup_effect"} | set(_STATE), "train or finetune a model"),
+    "test": Command(_test, {"model", "weights", "iterations", "phase"} | set(_STATE),
+                    "score a model"),
+    "device_query": Command(_device_query, {"gpu"}, "show GPU diagnostic information"),
+    "time": Command(_time, {"model", "iterations", "phase"} | set(_STATE),
+                    "benchmark model execution time"),
+    "layers": Command(_layers, set(), "list the registered layer types (caffecli's own)"),
+}
+
+
+def _tool_commands():
+    from ..tools import TOOL_COMMANDS
+    return {c.name: c for c in TOOL_COMMANDS}
+
+
+def usage_text():
+    """Caffe's usage message (its four commands first), our extra commands, then the flags."""
+    lines = ["command line brew", "usage: %s <command> <args>" % PROG, "", "commands:"]
+    lines += ["  %-15s %s" % (name, c.summary) for name, c in COMMANDS.items()]
+    lines += ["  %-15s %s" % (name, (c.help or "").split(".")[0])
+              for name, c in sorted(_tool_commands().items())]
+    return gflags.usage(PROG, "\n".join(lines))
+
+
+def _configure_logging(parsed):
+    glog.configure()
+    glog.set_flags(**{key: parsed.values[name] for name, key in _GLOG_FLAGS.items()
+                      if name in parsed.given})
+    glog.start(PROG, alsologtostderr=True)   # caffe.cpp: FLAGS_alsologtostderr = 1
+
+
+def _run_brew(parsed):
+    if not parsed.positional:
+        click.echo(usage_text(), nl=False)
+        return 0
+    name = parsed.positional[0]
+    command = COMMANDS.get(name)
+    if command is None:
+        raise gflags.UsageError("unknown command '%s' (commands: %s; run %s with no arguments "
+                                "for the usage)" % (name, ", ".join(COMMANDS), PROG))
+    if len(parsed.positional) > 1:
+        raise gflags.UsageError("unexpected argument '%s' after the command '%s'"
+                                % (parsed.positional[1], name))
+    _configure_logging(parsed)
+    for flag in dict.fromkeys(parsed.given):
+        if flag not in command.flags and gflags.BY_NAME[flag].source == gflags.SOURCES[0]:
+            glog.warning("main.py:0", "Flag -%s is not used by '%s'; ignored" % (flag, name))
+    return command.run(parsed.values, gflags.split_list(parsed.stages)) or 0
+
+
+def _run_tool(parsed, tool):
+    _configure_logging(parsed)
+    args = [a for a in parsed.rest if a not in ("-debug", "--debug")]
     try:
-        from ..tools import TOOL_COMMANDS
-    except ImportError:
-        return
-    for command in TOOL_COMMANDS:
-        cli.add_command(command)
+        return tool.main(args=args, prog_name="%s %s" % (PROG, tool.name),
+                         standalone_mode=False) or 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.NoSuchOption as exc:
+        raise gflags.UsageError("unknown command line flag '%s'" % exc.option_name.lstrip("-")) \
+            from None
+    except click.UsageError as exc:
+        raise gflags.UsageError("%s: %s" % (tool.name, exc.format_message())) from None
+    except click.Abort:
+        raise KeyboardInterrupt from None
 
 
-_add_tool_commands()
+def _dispatch(argv):
+    tools = _tool_commands()
+    parsed = gflags.parse(argv, tools)
+    if parsed.help == "version":
+        click.echo("%s version %s" % (PROG, __version__))
+        return 0
+    if parsed.help:
+        click.echo(usage_text(), nl=False)
+        return 0
+    if parsed.positional and parsed.positional[0] in tools:
+        return _run_tool(parsed, tools[parsed.positional[0]])
+    return _run_brew(parsed)
+
+
+def run(argv):
+    """Run the command line ``argv``; return the exit status (errors: one line, status 1)."""
+    debug = "-debug" in argv or "--debug" in argv or bool(os.environ.get("CAFFECLI_DEBUG"))
+    saved = glog.snapshot_config()
+    try:
+        with warnings.catch_warnings():
+            # numpy's floating-point RuntimeWarnings are two lines of source, not log lines;
+            # Caffe says nothing either (the solver warns once when the loss is not finite)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return errors.run_guarded(lambda: _dispatch(argv), debug)
+    finally:
+        glog.restore_config(saved)
+
+
+@click.command(name=PROG, add_help_option=False,
+               context_settings={"ignore_unknown_options": True,
+                                 "allow_interspersed_args": False})
+@click.argument("argv", nargs=-1, type=click.UNPROCESSED)
+def cli(argv):
+    """Caffe's command-line brew (click only hands the raw words to ``run``)."""
+    sys.exit(run(list(argv)))
 
 
 def main(argv=None):
     """Console-script entry point (``caffecli``); returns the exit status."""
-    return cli.main(args=sys.argv[1:] if argv is None else list(argv), prog_name="caffecli")
+    return run(sys.argv[1:] if argv is None else list(argv))

@@ -6,8 +6,10 @@ from .. import backend, comms, context, glog
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 from .devices import device_name, parse_gpus
+from .errors import Interrupted
 
 EFFECTS = ("stop", "snapshot", "none")
+FORCE_AFTER = 3   # this many SIGINTs end training at once, whatever -sigint_effect says
 
 
 def requested_action(flag, value):
@@ -22,11 +24,14 @@ class SignalHandler:
     """SIGINT/SIGHUP set flags; ``action()`` returns the configured effect once per signal.
 
     SIGHUP is checked first, as Caffe's SignalHandler does. Handlers are restored on close().
+    The third SIGINT raises Interrupted at once, its message from ``lost()``: what is given up.
     """
 
     def __init__(self, sigint_effect="stop", sighup_effect="snapshot"):
         self.effects = {"SIGINT": sigint_effect, "SIGHUP": sighup_effect}
         self.got = {"SIGINT": False, "SIGHUP": False}
+        self.sigints = 0
+        self.lost = lambda: "stopped at once; no snapshot written"
         self.previous = {}
         for name in ("SIGINT", "SIGHUP"):
             signum = getattr(signal, name, None)
@@ -38,7 +43,13 @@ class SignalHandler:
                 pass
 
     def _handle(self, signum, frame):
-        self.got[signal.Signals(signum).name] = True
+        name = signal.Signals(signum).name
+        self.got[name] = True
+        if name == "SIGINT":
+            self.sigints += 1
+            if self.sigints >= FORCE_AFTER:
+                self.close()
+                raise Interrupted("Ctrl-C %d times: %s" % (self.sigints, self.lost()))
 
     def action(self):
         for name in ("SIGHUP", "SIGINT"):
@@ -130,6 +141,8 @@ def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",
         with context.solver_group(max(len(gpus), 1)):
             solver = get_solver(param)
             progress = Progress(solver)
+            handler.lost = lambda: ("stopped at iteration %d without a snapshot; the "
+                                    "iterations since the last snapshot are lost" % solver.iter)
 
             def action():
                 progress.update()

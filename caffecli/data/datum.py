@@ -30,7 +30,7 @@ def to_array(datum, force_color=False, force_gray=False, what="<record>"):
         return image_io.to_chw(image_io.decode(datum.data, mode, what=what))
     shape = (datum.channels, datum.height, datum.width)
     count = shape[0] * shape[1] * shape[2]
-    if count <= 0:
+    if min(shape) <= 0:
         raise CaffeError("%s: Datum has shape %dx%dx%d (channels, height and width must be "
                          "positive)" % ((what,) + shape))
     if len(datum.data):

@@ -54,7 +54,9 @@ class Cursor:
 
 
 _OPEN = {}   # (kind, realpath) -> [handle, users]: py-lmdb and LevelDB open a path once
-_OPEN_LOCK = threading.Lock()
+# re-entrant: opening a database can collect a dead Data layer whose finalizer releases its own
+# handle from inside _acquire (a plain Lock deadlocked the thread on itself)
+_OPEN_LOCK = threading.RLock()
 
 
 def _acquire(kind, path, opener):
@@ -82,9 +84,22 @@ def _open_lmdb(path):
     try:
         # read-only and lock-free: Caffe opens with MDB_RDONLY, and databases copied
         # without their lock.mdb (or on read-only media) must still open
-        return lmdb.open(path, readonly=True, lock=False, readahead=False, subdir=True)
+        env = lmdb.open(path, readonly=True, lock=False, readahead=False, subdir=True)
     except lmdb.Error as e:
         raise CaffeError("%s: cannot open LMDB database (%s)" % (path, e)) from None
+    _check_lmdb_size(env, os.path.join(path, "data.mdb"))
+    return env
+
+
+def _check_lmdb_size(env, data_file):
+    """LMDB maps its file into memory: reading a page past the end of a truncated file kills
+    the process (SIGBUS), so the file must hold every page the database says it uses."""
+    pages, page_size = env.info()["last_pgno"] + 1, env.stat()["psize"]
+    have = os.path.getsize(data_file)
+    if have < pages * page_size:
+        env.close()
+        raise CaffeError("%s: LMDB file is truncated (%d bytes; its %d pages of %d bytes need "
+                         "%d)" % (data_file, have, pages, page_size, pages * page_size))
 
 
 def _open_leveldb(path):
@@ -219,7 +234,8 @@ class LMDBWriter(Writer):
         import lmdb
         self._lmdb = lmdb
         os.makedirs(path, exist_ok=True)
-        self._env = lmdb.open(path, map_size=map_size, subdir=True)
+        # Caffe's mode: 0664 under the umask (py-lmdb's default, 0755, marks data executable)
+        self._env = lmdb.open(path, map_size=map_size, subdir=True, mode=0o664)
 
     def _write(self, items):
         while True:

@@ -91,13 +91,30 @@ def _looks_binary(path):
     return b"\0" in head or any(b > 127 for b in head[:64])
 
 
+def _umask():
+    """The process umask, read without changing it where /proc says it (os.umask can only be
+    read by setting it, which races with threads creating files)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def write_bytes_atomic(path, data):
-    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename."""
+    """Write ``data`` to ``path`` via a temporary file in the same folder and a rename; the
+    file gets the permissions open() would give it under the umask (mkstemp's are 0600)."""
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=folder)
     try:
         with os.fdopen(fd, "wb") as f:
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

@@ -276,7 +276,8 @@ def upgrade_solver_type(param, source="<solver>"):
 
 
 def upgrade_solver_as_needed(param, source="<solver>"):
-    """Upgrade a SolverParameter in place (and return it) as Caffe's UpgradeSolverAsNeeded."""
+    """Upgrade a SolverParameter in place (and return it) as Caffe's UpgradeSolverAsNeeded,
+    then reject values no solver can run with."""
     if param.HasField("solver_type"):
         glog.info(source_line(1084), "Attempting to upgrade input file specified using deprecated "
                   "'solver_type' field (enum)': " + source)
@@ -288,7 +289,14 @@ def upgrade_solver_as_needed(param, source="<solver>"):
         else:
             glog.error(source_line(1088), "Warning: had one or more problems upgrading "
                        "SolverType (see above).")
+    check_solver_values(param, source)
     return param
+
+
+def check_solver_values(param, source):
+    """Caffe divides by iter_size (a 0 trains to nan) and never checks it; we do."""
+    if param.iter_size < 1:
+        raise CaffeError("%s: iter_size must be at least 1 (got %d)" % (source, param.iter_size))
 
 
 def upgrade_snapshot_prefix(param, source):

@@ -20,14 +20,8 @@ from .solver import (AdaDeltaSolver, AdaGradSolver, AdamSolver, NesterovSolver, 
 from .timer import Timer  # noqa: F401
 
 
-def init_log(level=0, stderr=True):
-    """Show log lines at ``level`` and above (0 INFO, 1 WARNING, 2 ERROR)."""
-    _glog.set_min_level(level)
-
-
-def log(message):
-    """Write one INFO line in Caffe's log format (as pycaffe's, from _caffe.cpp)."""
-    _glog.info("_caffe.cpp:68", message)
+init_log = _glog.init_log     # pycaffe's: minloglevel, logtostderr, then glog's files
+log = _glog.log               # one INFO line from _caffe.cpp
 
 
 __all__ = ["Net", "TRAIN", "TEST", "set_mode_cpu", "set_mode_gpu", "set_device",

@@ -5,7 +5,6 @@ As BVLC's python/caffe/pycaffe.py: ``blobs``/``params`` are ordered dicts of Blo
 return {blob name: array}. What pycaffe does not name is the engine's (``net.records``, ...).
 """
 import collections
-import os
 
 import numpy
 
@@ -14,7 +13,7 @@ from ..errors import CaffeError
 from ..net import Net as EngineNet
 from ..proto import caffe_pb2
 from ..proto.io import write_binary
-from ..util.paths import is_path
+from ..util.paths import as_path, is_path
 from ..weights import is_hdf5, save_hdf5
 from .net_batches import BatchedRuns
 
@@ -250,15 +249,15 @@ class Net(BatchedRuns):
 
     def save(self, path):
         """Write the weights as a binary .caffemodel, whatever the name (Caffe's Net_Save)."""
-        write_binary(os.fspath(path), self._engine.to_proto())
+        write_binary(as_path(path), self._engine.to_proto())
 
     def save_hdf5(self, path):
         """Write the weights in Caffe's HDF5 layout, whatever the name (Caffe's ToHDF5)."""
-        save_hdf5(self._engine, os.fspath(path))
+        save_hdf5(self._engine, as_path(path))
 
     def load_hdf5(self, path):
         """Copy weights by layer name from an HDF5 file written by save_hdf5 or Caffe."""
-        path = os.fspath(path)
+        path = as_path(path)
         if not is_hdf5(path):
             raise CaffeError("%s: not an HDF5 weights file" % path)
         self._engine.copy_trained_layers_from(path)

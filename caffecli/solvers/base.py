@@ -11,6 +11,7 @@ import numpy
 
 from .. import context, glog
 from ..errors import CaffeError
+from ..util.paths import as_path, is_path
 from ..proto import caffe_pb2
 from ..proto.io import read_solver_param, net_to_text
 from ..proto.upgrade import upgrade_snapshot_prefix, upgrade_solver_as_needed
@@ -24,13 +25,13 @@ ACTIONS = ("none", "stop", "snapshot")
 def read_solver_file(path):
     """A SolverParameter from a prototxt, upgraded and with snapshot_prefix defaulted (as Caffe's
     ReadSolverParamsFromTextFileOrDie)."""
-    param = read_solver_param(os.fspath(path))
-    return upgrade_snapshot_prefix(param, os.fspath(path))
+    param = read_solver_param(as_path(path))
+    return upgrade_snapshot_prefix(param, as_path(path))
 
 
 def as_solver_param(param_or_path):
     """A SolverParameter (a copy) from a path or a SolverParameter."""
-    if isinstance(param_or_path, (str, os.PathLike)):
+    if is_path(param_or_path):
         return read_solver_file(param_or_path)
     if not isinstance(param_or_path, caffe_pb2.SolverParameter):
         raise CaffeError("expected a solver prototxt path or a SolverParameter, got %s"
@@ -238,7 +239,7 @@ class Solver:
         self.requested_early_exit = False
         if resume_file:
             glog.info("solver.cpp:296", "Restoring previous solver status from %s"
-                      % os.fspath(resume_file))
+                      % as_path(resume_file))
             self.restore(resume_file)
         start_iter = self.iter
         self.step(param.max_iter - self.iter)
@@ -339,7 +340,7 @@ class Solver:
 
     def restore(self, state_file):
         """Load a .solverstate or .solverstate.h5 (and its sidecar when present)."""
-        snapshot_io.restore(self, os.fspath(state_file))
+        snapshot_io.restore(self, as_path(state_file))
 
     # state hooks used by snapshot.py
     def history_blobs(self):

@@ -4,6 +4,7 @@ sidecar (``<state file>.caffecli``) with the random generator and data positions
 Every file is written atomically (temporary file + rename). A state without a sidecar (made by
 Caffe) restores as Caffe does: the data layers restart at their first record.
 """
+import contextlib
 import hashlib
 import io
 import json
@@ -12,7 +13,8 @@ import os
 import numpy
 
 from .. import backend, context, glog
-from ..errors import CaffeError
+from ..blob import Blob, shape_string
+from ..errors import CaffeError, first_line
 from ..proto import caffe_pb2
 from ..proto.io import read_binary, write_binary, write_bytes_atomic
 
@@ -47,6 +49,7 @@ def snapshot(solver):
     side = sidecar_state(solver)
     side["state_sha256"] = hashlib.sha256(state_bytes).hexdigest()
     write_bytes_atomic(sidecar, json.dumps(side, cls=_Encoder, sort_keys=True).encode("utf-8"))
+    glog.vlog(1, "snapshot.py", "Saved random and data positions to " + sidecar)
     return [model, state, sidecar]
 
 
@@ -110,62 +113,119 @@ def restore(solver, state_file):
 def _learned_net_path(learned_net, state_file):
     """The weights file a state names: as written (relative to the working directory, as Caffe
     reads it), else beside the state file."""
+    if isinstance(learned_net, bytes):
+        learned_net = os.fsdecode(learned_net)
     if os.path.exists(learned_net):
         return learned_net
     beside = os.path.join(os.path.dirname(state_file), os.path.basename(learned_net))
     if os.path.exists(beside):
         return beside
-    raise CaffeError("%s: the weights file it names, %s, was not found" % (state_file,
+    raise CaffeError("%s: the weights file it names, %r, was not found" % (state_file,
                                                                           learned_net))
+
+
+def _check_history(solver, arrays, state_file):
+    """The state's history blobs must be as many, and of the same shapes, as the solver's."""
+    blobs = solver.history_blobs()
+    if len(arrays) != len(blobs):
+        raise CaffeError("%s: Incorrect length of history blobs (file has %d, the %s solver "
+                         "needs %d)" % (state_file, len(arrays), solver.type, len(blobs)))
+    for i, (arr, blob) in enumerate(zip(arrays, blobs)):
+        if tuple(arr.shape) != tuple(blob.shape):
+            raise CaffeError("%s: history blob %d has shape %s, the net's parameter has %s"
+                             % (state_file, i, shape_string(arr.shape), blob.shape_string()))
+
+
+def _check_counters(it, step, state_file):
+    """A negative iter would train for ~2^31 iterations, a negative step index the stepvalues
+    from the end: both are damage, not states Caffe writes."""
+    for name, value in (("iter", it), ("current_step", step)):
+        if value < 0:
+            raise CaffeError("%s: %s is negative (%d)" % (state_file, name, value))
+
+
+def _history_array(proto, i, state_file):
+    shape = Blob.proto_shape(proto)
+    values = proto.double_data or proto.data
+    if min(shape, default=1) < 0 or len(values) != int(numpy.prod(shape)):
+        raise CaffeError("%s: history blob %d holds %d values but its shape is %s"
+                         % (state_file, i, len(values), " ".join(str(d) for d in shape)))
+    return numpy.asarray(values, dtype=numpy.float64 if proto.double_data
+                         else numpy.float32).reshape(shape)
 
 
 def _restore_binary(solver, state_file):
     state = read_binary(state_file, caffe_pb2.SolverState(), "solver state")
+    _check_counters(state.iter, state.current_step, state_file)
     solver.iter = state.iter
     if state.HasField("learned_net"):
         solver.net.copy_trained_layers_from(_learned_net_path(state.learned_net, state_file))
     solver.current_step = state.current_step
-    from ..blob import Blob
-    arrays = []
-    for proto in state.history:
-        values = proto.double_data or proto.data
-        arrays.append(numpy.asarray(values, dtype=numpy.float64 if proto.double_data
-                                    else numpy.float32).reshape(Blob.proto_shape(proto)))
-    if len(arrays) != len(solver.history_blobs()):
-        raise CaffeError("%s: Incorrect length of history blobs (file has %d, the %s solver "
-                         "needs %d)" % (state_file, len(arrays), solver.type,
-                                        len(solver.history_blobs())))
+    arrays = [_history_array(p, i, state_file) for i, p in enumerate(state.history)]
+    _check_history(solver, arrays, state_file)
     glog.info("sgd_solver.cpp:336", "SGDSolver: restoring history")
     solver.restore_history(arrays)
+
+
+def _h5_dataset(f, key, state_file):
+    """The array stored at ``key``; a group, a missing key or an unreadable dataset -> error."""
+    import h5py
+    obj = f.get(key)
+    if not isinstance(obj, h5py.Dataset):
+        raise CaffeError("%s: not a solver state ('%s' is %s)" % (
+            state_file, key, "missing" if obj is None else "not a dataset"))
+    return numpy.asarray(obj[()])
+
+
+def _h5_int(f, key, state_file):
+    arr = _h5_dataset(f, key, state_file)
+    if arr.size != 1 or arr.dtype.kind not in "iu":
+        raise CaffeError("%s: '%s' must hold one integer (found %s of shape %s)"
+                         % (state_file, key, arr.dtype, arr.shape))
+    return int(arr.reshape(-1)[0])
+
+
+def _h5_text(f, key, state_file):
+    raw = _h5_dataset(f, key, state_file)
+    if raw.dtype.kind not in "SUO" or raw.size != 1:
+        raise CaffeError("%s: '%s' must hold one string (found %s of shape %s)"
+                         % (state_file, key, raw.dtype, raw.shape))
+    value = raw.reshape(-1)[0]
+    return (os.fsdecode(value) if isinstance(value, bytes) else str(value)).rstrip("\0")
+
+
+def _read_hdf5_state(f, state_file):
+    """(iter, learned_net or None, current_step, history arrays) from an open state file."""
+    import h5py
+    it = _h5_int(f, "iter", state_file)
+    learned = _h5_text(f, "learned_net", state_file) if "learned_net" in f else None
+    step = _h5_int(f, "current_step", state_file)
+    group = f.get("history")
+    if not isinstance(group, h5py.Group):
+        raise CaffeError("%s: not a solver state ('history' is not a group)" % state_file)
+    arrays = []
+    for i in range(len(group)):
+        arr = _h5_dataset(group, str(i), state_file)
+        if arr.dtype.kind != "f":
+            raise CaffeError("%s: history/%d holds %s, not floats" % (state_file, i, arr.dtype))
+        arrays.append(arr)
+    return it, learned, step, arrays
 
 
 def _restore_hdf5(solver, state_file):
     import h5py
     try:
-        f = h5py.File(state_file, "r")
-    except OSError:
-        raise CaffeError("Couldn't open solver state file " + state_file) from None
-    with f:
-        for key in ("iter", "current_step", "history"):
-            if key not in f:
-                raise CaffeError("%s: not a solver state (no '%s')" % (state_file, key))
-        solver.iter = int(numpy.asarray(f["iter"]).reshape(-1)[0])
-        if "learned_net" in f:
-            raw = f["learned_net"][()]
-            name = raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
-            name = name.rstrip("\0")
-            solver.net.copy_trained_layers_from(_learned_net_path(name, state_file))
-        solver.current_step = int(numpy.asarray(f["current_step"]).reshape(-1)[0])
-        group = f["history"]
-        if len(group) != len(solver.history_blobs()):
-            raise CaffeError("%s: Incorrect length of history blobs (file has %d, the %s "
-                             "solver needs %d)" % (state_file, len(group), solver.type,
-                                                   len(solver.history_blobs())))
-        arrays = []
-        for i in range(len(group)):
-            if str(i) not in group:
-                raise CaffeError("%s: history/%d missing" % (state_file, i))
-            arrays.append(numpy.asarray(group[str(i)]))
+        with h5py.File(state_file, "r") as f:
+            it, learned, step, arrays = _read_hdf5_state(f, state_file)
+    except (OSError, RuntimeError, KeyError, ValueError, TypeError) as exc:  # corrupt HDF5
+        raise CaffeError("%s: cannot read the solver state (corrupt or truncated HDF5: %s)"
+                         % (state_file, first_line(exc))) from None
+    _check_counters(it, step, state_file)
+    solver.iter = it
+    if learned is not None:
+        solver.net.copy_trained_layers_from(_learned_net_path(learned, state_file))
+    solver.current_step = step
+    _check_history(solver, arrays, state_file)
     solver.restore_history(arrays)
 
 
@@ -177,41 +237,76 @@ def _restore_sidecar(solver, state_file):
         return False
     try:
         with open(path, "rb") as f:
-            state = json.loads(f.read().decode("utf-8"), object_hook=_decode)
+            text = f.read().decode("utf-8")
+        state = json.loads(text)
     except (OSError, ValueError) as exc:
         glog.warning("snapshot.py", "Ignoring unreadable resume sidecar %s (%s)" % (path, exc))
         return False
     with open(state_file, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    if (state.get("format") != SIDECAR_FORMAT or state.get("iter") != solver.iter
-            or state.get("state_sha256") != digest):
-        glog.warning("snapshot.py", "Ignoring resume sidecar %s: it does not match the solver "
-                     "state (iteration %s, expected %d)" % (path, state.get("iter"), solver.iter))
+    mismatch = _sidecar_mismatch(state, solver.iter, digest)
+    if mismatch:
+        glog.warning("snapshot.py", "Ignoring resume sidecar %s: %s" % (path, mismatch))
         return False
+    # it belongs to this state: what it holds must now be usable, or the resume is not exact
+    with _field(path, "the file"):
+        state = json.loads(text, object_hook=_decode)
     if state.get("rng") is not None:
-        context.set_rng_state(state["rng"])
-    _set_layer_states(solver.net, state.get("train_net", {}))
-    for net, states in zip(solver.test_nets, state.get("test_nets", [])):
-        _set_layer_states(net, states)
+        with _field(path, "rng"):
+            context.set_rng_state(state["rng"])
+    nets = [("train_net", solver.net, state.get("train_net", {}))]
+    with _field(path, "test_nets"):
+        tests = list(state.get("test_nets", []))
+        nets += [("test_nets[%d]" % i, n, tests[i]) for i, n in enumerate(solver.test_nets)
+                 if i < len(tests)]
+    for field, net, states in nets:
+        with _field(path, field):
+            items = states.items()
+        for name, value in items:
+            with _field(path, "%s, layer '%s'" % (field, name)):
+                _set_layer_state(net, name, value)
+    glog.vlog(1, "snapshot.py", "Restored random and data positions from " + path)
     return True
 
 
-def _set_layer_states(net, states):
-    for name, value in states.items():
-        lid = net.layer_names_index.get(name)
-        if lid is None:
-            continue
-        setter = getattr(net.layers[lid], "set_data_state", None)
-        if callable(setter):
-            setter(value)
+def _sidecar_mismatch(state, iteration, digest):
+    """Why a sidecar does not belong to the state just restored (None when it does)."""
+    if not isinstance(state, dict) or state.get("format") != SIDECAR_FORMAT:
+        return "not a %s file" % SIDECAR_FORMAT
+    if state.get("iter") != iteration:
+        return "it is for iteration %s, the solver state for %d" % (state.get("iter"), iteration)
+    if state.get("state_sha256") != digest:
+        return "it was written with another solver state file (checksum differs)"
+    return None
+
+
+@contextlib.contextmanager
+def _field(path, field):
+    """Turn what bad sidecar contents raise into one CaffeError naming the file and field."""
+    try:
+        yield
+    except CaffeError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError) as exc:
+        raise CaffeError("%s: bad resume state in %s (%s: %s)"
+                         % (path, field, type(exc).__name__, exc)) from None
+
+
+def _set_layer_state(net, name, value):
+    lid = net.layer_names_index.get(name)
+    if lid is None:
+        return
+    setter = getattr(net.layers[lid], "set_data_state", None)
+    if callable(setter):
+        setter(value)
 
 
 class _Encoder(json.JSONEncoder):
     """JSON for numpy values: arrays as tagged lists, scalars as Python numbers."""
 
     def default(self, o):
-        if isinstance(o, numpy.ndarray) or type(o).__module__.startswith("cupy"):
-            arr = numpy.asarray(backend.to_host(o))
+        if isinstance(o, numpy.ndarray) or backend.is_device_array(o):
+            arr = backend.to_host(o)
             return {"__ndarray__": arr.tolist(), "dtype": str(arr.dtype),
                     "shape": list(arr.shape)}
         if isinstance(o, numpy.generic):

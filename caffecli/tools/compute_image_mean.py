@@ -10,6 +10,7 @@ from .. import glog
 from ..data import datum as datum_mod
 from ..data import db as db_mod
 from ..errors import CaffeError
+from ..util.paths import as_path
 from ..proto import caffe_pb2
 from ..proto.io import write_binary
 from ._common import GflagsCommand, progress
@@ -28,6 +29,8 @@ def compute_image_mean(backend, input_db, output_file):
 
 def run(input_db, output_file=None, backend="lmdb"):
     """Returns the mean as a float32 CxHxW array (and writes it when ``output_file``)."""
+    input_db = as_path(input_db)
+    output_file = as_path(output_file) if output_file else output_file
     total, count, shape = None, 0, None
     bar = progress(None, "compute_image_mean")
     for key, value in db_mod.iterate(input_db, backend):

@@ -11,6 +11,7 @@ import numpy
 from .. import glog
 from ..data import db as db_mod
 from ..errors import CaffeError
+from ..util.paths import as_path
 from ..proto import caffe_pb2
 from ._common import progress
 
@@ -56,6 +57,7 @@ def convert_cifar_data(input_folder, output_folder, db_type):
 
 def run(input_folder, output_folder, db_type):
     """Write both databases; returns their paths (train, test)."""
+    input_folder, output_folder = as_path(input_folder), as_path(output_folder)
     db_type = db_mod.backend_name(db_type)
     train = [(i, os.path.join(input_folder, "data_batch_%d.bin" % (i + 1)))
              for i in range(TRAIN_BATCHES)]

@@ -13,6 +13,7 @@ from ..data import db as db_mod
 from ..data import image_io
 from ..data.sources import read_image_list
 from ..errors import CaffeError
+from ..util.paths import as_path
 from ._common import GflagsCommand, bool_flag, progress
 
 
@@ -63,6 +64,7 @@ def convert_imageset(gray, shuffle, backend, resize_width, resize_height, check_
 def run(root_folder, list_file, db_name, gray=False, shuffle=False, backend="lmdb",
         resize_height=0, resize_width=0, check_size=False, encoded=False, encode_type=""):
     """The conversion itself (also callable from Python); returns the number of records."""
+    root_folder, list_file, db_name = as_path(root_folder), as_path(list_file), as_path(db_name)
     is_color = not gray
     lines = read_image_list(list_file)
     if shuffle:

@@ -8,6 +8,7 @@ import numpy
 from .. import glog
 from ..data import db as db_mod
 from ..errors import CaffeError
+from ..util.paths import as_path
 from ..proto import caffe_pb2
 from ._common import GflagsCommand, progress
 
@@ -46,6 +47,7 @@ def convert_mnist_data(backend, image_file, label_file, db_path):
 
 
 def run(image_file, label_file, db_path, backend="lmdb"):
+    image_file, label_file, db_path = as_path(image_file), as_path(label_file), as_path(db_path)
     (num_items, rows, cols), pixels = read_idx(image_file, 2051, "image")
     (num_labels,), labels = read_idx(label_file, 2049, "label")
     if num_items != num_labels:

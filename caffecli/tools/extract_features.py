@@ -7,6 +7,7 @@ from .. import context, glog
 from ..data import db as db_mod
 from ..errors import CaffeError
 from ..net import Net
+from ..util.paths import as_path
 from ..proto import caffe_pb2
 from ._common import progress
 
@@ -44,6 +45,7 @@ def extract_features(pretrained_net_param, feature_extraction_proto, blob_names,
 
 def run(weights, proto, blob_names, dataset_names, num_mini_batches, db_type):
     """Returns the number of records written per feature."""
+    dataset_names = [as_path(n) for n in dataset_names]
     if len(blob_names) != len(dataset_names):
         raise CaffeError("the number of blob names (%d) and dataset names (%d) must be equal"
                          % (len(blob_names), len(dataset_names)))

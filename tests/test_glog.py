@@ -1,0 +1,190 @@
+"""glog's behaviour as Caffe's binary and pycaffe show it: the GLOG_* variables, glog's log files
+(names, header, links, severity files), pycaffe's init_log/log, and logs parse_log.py reads."""
+import io
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from caffecli import glog, logfiles
+
+from test_cli import GLOG_LINE, ROOT, SIGNAL_SOLVER, TINY_NET, _log_time, parse_log
+
+FILE_NAME = re.compile(r"^caffecli\.[^.]+.*\.[^.]+\.log\.(INFO|WARNING|ERROR)\.\d{8}-\d{6}\.\d+$")
+HEADER = [re.compile(r"^Log file created at: \d{4}/\d\d/\d\d \d\d:\d\d:\d\d$"),
+          re.compile(r"^Running on machine: \S+$"),
+          re.compile(r"^Log line format: \[IWEF\]mmdd hh:mm:ss\.uuuuuu threadid file:line\] msg$")]
+
+
+def run(args, cwd, **env):
+    full = dict(os.environ, PYTHONPATH=ROOT, **env)
+    for name in [k for k, v in env.items() if v is None]:
+        del full[name]
+    return subprocess.run([sys.executable] + args, cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=300)
+
+
+def train_files(tmp_path, **env):
+    """Train the tiny net for 10 iterations with glog's files in tmp_path/logs."""
+    (tmp_path / "net.prototxt").write_text(TINY_NET)
+    (tmp_path / "solver.prototxt").write_text(SIGNAL_SOLVER.replace("100000000", "10")
+                                              .replace("display: 1", "display: 5"))
+    (tmp_path / "logs").mkdir()
+    env.setdefault("GLOG_log_dir", str(tmp_path / "logs"))
+    proc = run(["-m", "caffecli", "train", "-solver", "solver.prototxt", "-model", "x"],
+               tmp_path, **env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc, tmp_path / "logs"
+
+
+def body(path):
+    lines = path.read_text().splitlines()
+    for regex, line in zip(HEADER, lines):
+        assert regex.match(line), line
+    return lines[len(HEADER):]
+
+
+def test_command_writes_glogs_files_links_and_stderr(tmp_path):
+    proc, logs = train_files(tmp_path)
+    names = sorted(p.name for p in logs.iterdir())
+    assert names[:2] == ["caffecli.INFO", "caffecli.WARNING"] and len(names) == 4
+    for severity in ("INFO", "WARNING"):
+        link = logs / ("caffecli." + severity)
+        target = os.readlink(link)
+        assert "/" not in target and FILE_NAME.match(target), target
+        assert target.split(".log.")[1].startswith(severity)
+    info, warning = body(logs / "caffecli.INFO"), body(logs / "caffecli.WARNING")
+    # alsologtostderr, as caffe.cpp sets it: stderr holds the same lines as the INFO file
+    assert proc.stderr.splitlines() == info
+    # the unused -model flag's warning: in the WARNING file (and INFO), alone there
+    assert len(warning) == 1 and warning[0].startswith("W") and "-model" in warning[0]
+    assert warning[0] in info
+
+
+def test_log_file_parses_as_parse_log_reads_it(tmp_path):
+    _, logs = train_files(tmp_path)
+    text = "\n".join(body(logs / "caffecli.INFO"))
+    train_rows, _ = parse_log(text)
+    assert [r["NumIters"] for r in train_rows] == [0, 5]   # 10: the final line has no outputs
+    assert all("loss" in r and r["LearningRate"] == 0.001 for r in train_rows)
+    # from the first Iteration line on, parse_log.py reads a date from every line
+    lines = text.splitlines()
+    first = next(i for i, l in enumerate(lines) if "Iteration" in l)
+    assert all(GLOG_LINE.match(l) and _log_time(l) for l in lines[first:])
+
+
+def test_minloglevel_filters_files_and_stderr(tmp_path):
+    proc, logs = train_files(tmp_path, GLOG_minloglevel="1")
+    assert proc.stderr.splitlines() and all(l.startswith("W") for l in proc.stderr.splitlines())
+    info = body(logs / "caffecli.INFO")
+    assert info and not any(l.startswith("I") for l in info)
+
+
+def test_logtostderr_writes_no_file(tmp_path):
+    proc, logs = train_files(tmp_path, GLOG_logtostderr="1")
+    assert list(logs.iterdir()) == []
+    assert "Optimization Done." in proc.stderr
+
+
+def test_log_dir_flag_and_default_folder(tmp_path):
+    (tmp_path / "tmp").mkdir()
+    proc = run(["-m", "caffecli", "layers", "-log_dir", str(tmp_path / "flag")], tmp_path,
+               GLOG_log_dir=None, TMPDIR=str(tmp_path / "tmp"))
+    assert proc.returncode == 0
+    assert not (tmp_path / "flag").exists()   # layers logs nothing: no file is created
+    proc = run(["-m", "caffecli", "time", "-model", "net.prototxt", "-iterations", "1"],
+               tmp_path, GLOG_log_dir=None, TMPDIR=str(tmp_path / "tmp"))
+    assert proc.returncode == 1 and "net.prototxt" in proc.stderr
+    assert "caffecli.INFO" in [p.name for p in (tmp_path / "tmp").iterdir()]   # $TMPDIR
+    (tmp_path / "net.prototxt").write_text(TINY_NET)
+    (tmp_path / "flag").mkdir()   # glog creates no folder
+    proc = run(["-m", "caffecli", "time", "-model", "net.prototxt", "-iterations", "1",
+                "-log_dir", "flag"], tmp_path, GLOG_log_dir=None)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Average Forward pass" in (tmp_path / "flag" / "caffecli.INFO").read_text()
+
+
+def test_unwritable_log_dir_says_so_once_and_logs_on(tmp_path):
+    (tmp_path / "net.prototxt").write_text(TINY_NET)
+    proc = run(["-m", "caffecli", "time", "-model", "net.prototxt", "-iterations", "1"],
+               tmp_path, GLOG_log_dir=str(tmp_path / "missing"))
+    assert proc.returncode == 0
+    assert proc.stderr.count("Could not create log file in") == 1
+    assert "Average Forward pass" in proc.stderr
+
+
+def test_python_api_quiet_under_minloglevel_2(tmp_path):
+    (tmp_path / "net.prototxt").write_text(TINY_NET)
+    code = ("import caffecli; n = caffecli.Net('net.prototxt', caffecli.TEST); "
+            "print(n.forward()['loss'] is not None)")
+    loud = run(["-c", code], tmp_path)
+    quiet = run(["-c", code], tmp_path, GLOG_minloglevel="2")
+    assert loud.returncode == quiet.returncode == 0
+    assert "Initializing net from parameters" in loud.stderr
+    assert quiet.stderr == "" and quiet.stdout.strip() == "True"
+    assert list((tmp_path).glob("caffecli.*")) == []   # no glog init in a library: no files
+
+
+@pytest.fixture
+def fresh_glog(monkeypatch, tmp_path):
+    """glog as a new process would set it up from the environment; restored afterwards."""
+    saved = glog.snapshot_config()
+    monkeypatch.setenv("GLOG_log_dir", str(tmp_path))
+    for name in ("GLOG_minloglevel", "GLOG_logtostderr", "GLOG_alsologtostderr", "GLOG_v"):
+        monkeypatch.delenv(name, raising=False)
+    glog.configure()
+    stream = io.StringIO()
+    glog.set_stream(stream)
+    yield stream
+    glog.restore_config(saved)
+
+
+def test_pycaffe_init_log_sends_info_to_files(fresh_glog, tmp_path):
+    import caffecli
+    caffecli.log("before init")
+    assert "_caffe.cpp:68] before init" in fresh_glog.getvalue()
+    assert not list(tmp_path.iterdir())
+    caffecli.init_log()
+    caffecli.log("to the file")
+    glog.error("x.cpp:1", "an error")
+    assert "to the file" not in fresh_glog.getvalue()     # INFO: files only
+    assert "an error" in fresh_glog.getvalue()            # ERROR: stderrthreshold 2
+    info = body(tmp_path / "caffecli.INFO")
+    assert info[0].endswith("_caffe.cpp:68] to the file") and info[1].endswith("] an error")
+    assert body(tmp_path / "caffecli.ERROR")[0].endswith("] an error")
+    assert body(tmp_path / "caffecli.WARNING") == body(tmp_path / "caffecli.ERROR")
+
+
+def test_pycaffe_init_log_level_and_stderr(fresh_glog, tmp_path):
+    import caffecli
+    caffecli.init_log(1, True)
+    caffecli.log("hidden")
+    glog.warning("x.cpp:2", "shown")
+    assert "hidden" not in fresh_glog.getvalue() and "shown" in fresh_glog.getvalue()
+    assert not list(tmp_path.iterdir())                   # logtostderr: no files
+
+
+def test_verbose_lines_follow_glog_v(fresh_glog, monkeypatch):
+    glog.vlog(1, "x.cpp:3", "quiet")
+    monkeypatch.setenv("GLOG_v", "1")
+    glog.configure()
+    glog.vlog(1, "x.cpp:3", "verbose one")
+    glog.vlog(2, "x.cpp:3", "verbose two")
+    out = fresh_glog.getvalue()
+    assert "quiet" not in out and "verbose one" in out and "verbose two" not in out
+
+
+@pytest.mark.parametrize("value, expected", [("1", True), ("true", True), ("", True),
+                                             ("0", False), ("false", False), ("no", False)])
+def test_environment_booleans_read_as_glog_does(monkeypatch, value, expected, fresh_glog):
+    monkeypatch.setenv("GLOG_logtostderr", value)
+    glog.configure()
+    assert glog.snapshot_config()["logtostderr"] is expected
+
+
+def test_file_name_has_glogs_fields():
+    import datetime
+    name = logfiles.file_name("caffecli", 1, datetime.datetime(2026, 1, 2, 3, 4, 5), pid=42)
+    assert FILE_NAME.match(name) and name.endswith(".log.WARNING.20260102-030405.42")
