@@ -111,6 +111,7 @@ class Net:
         self.layer_names_index = {r.name: i for i, r in enumerate(self.records)}
         self._share_weights()
         self.debug_info = param.debug_info
+        self.after_backward = []  # callables(layer id), as Caffe's Net::add_after_backward
         self._info(257, "Network initialization done.")
 
     def _add_layer(self, layer_id, lp):
@@ -294,6 +295,8 @@ class Net:
                 rec.layer.Backward(rec.tops, rec.bottom_need_backward, rec.bottoms)
                 if self.debug_info:
                     self._debug_backward(rec)
+            for callback in self.after_backward:
+                callback(i)
 
     def backward_pass(self):
         self.backward_from_to(len(self.records) - 1, 0)
