@@ -75,7 +75,8 @@ def state_hdf5_bytes(solver, model_filename):
     return buf.getvalue()
 
 
-def _layer_states(net):
+def layer_states(net):
+    """{layer name: data position} of the net's layers that report one (get_data_state)."""
     out = {}
     for name, layer in zip(net.layer_names, net.layers):
         getter = getattr(layer, "get_data_state", None)
@@ -90,8 +91,8 @@ def sidecar_state(solver):
         "iter": solver.iter,
         "type": solver.type,
         "rng": context.rng_state(),
-        "train_net": _layer_states(solver.net),
-        "test_nets": [_layer_states(n) for n in solver.test_nets],
+        "train_net": layer_states(solver.net),
+        "test_nets": [layer_states(n) for n in solver.test_nets],
     }
 
 
@@ -190,13 +191,14 @@ def _restore_sidecar(solver, state_file):
         return False
     if state.get("rng") is not None:
         context.set_rng_state(state["rng"])
-    _set_layer_states(solver.net, state.get("train_net", {}))
+    set_layer_states(solver.net, state.get("train_net", {}))
     for net, states in zip(solver.test_nets, state.get("test_nets", [])):
-        _set_layer_states(net, states)
+        set_layer_states(net, states)
     return True
 
 
-def _set_layer_states(net, states):
+def set_layer_states(net, states):
+    """Resume the net's data layers at positions ``layer_states`` reported."""
     for name, value in states.items():
         lid = net.layer_names_index.get(name)
         if lid is None:
