@@ -23,6 +23,10 @@ def set_min_level(level):
     _config["min_level"] = int(level)
 
 
+def min_level():
+    return _config["min_level"]
+
+
 def _thread_id():
     return threading.get_native_id() if hasattr(threading, "get_native_id") else os.getpid()
 
