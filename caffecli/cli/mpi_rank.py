@@ -58,6 +58,7 @@ def _import_mpi(world):
                            "needs mpi4py: pip install 'caffecli[mpi]'"
                            % (world.launcher, world.size)) from None
     mpi4py.rc.finalize = False  # Rank._exit decides: Finalize after success, else Abort
+    mpi4py.rc.thread_level = "funneled"  # only the solver's thread calls MPI
     from mpi4py import MPI
     return MPI
 

@@ -145,6 +145,7 @@ def _train(solver_path, weights, snapshot, gpu, level, stages, sigint_effect, si
                 del param.weights[:]
             if weights and root:  # the other ranks of a job get the root's weights
                 param.weights.extend(w for w in weights.split(",") if w)
+            bucket = mpi_rank.bucket_bytes() if job else None
             stack.enter_context(context.solver_group(job.size if job else max(len(gpus), 1)))
             solver = get_solver(param)
             progress = Progress(solver) if root else None
@@ -162,7 +163,7 @@ def _train(solver_path, weights, snapshot, gpu, level, stages, sigint_effect, si
         glog.info("caffe.cpp:239", "Starting Optimization")
         if job is not None:
             job.solver = solver
-            parallel = ProcessParallel(solver, job.comm, mpi_rank.bucket_bytes())
+            parallel = ProcessParallel(solver, job.comm, bucket)
             if snapshot:
                 parallel.share_restored_state()
             parallel.run(action)
