@@ -96,30 +96,44 @@ def test_test_phase_reads_every_record_on_every_rank(db):
     assert got[0] == got[1] == [[0, 1, 2], [3, 4, 5]]
 
 
-def test_the_roots_saved_position_resumes_every_rank(db):
-    """A snapshot stores the root's data state; loaded into any rank it continues that rank's
-    own share exactly."""
-    straight = per_rank(db, 3, 4)
+def roots_state(db, batch, batches):
+    """The root's data state after two ranks each read ``batches`` batches."""
     saved = {}
 
-    def first_half(rank):
-        net = data_net(layer(db, 3), caffe_pb2.TRAIN)
-        for _ in range(2):
+    def work(rank):
+        net = data_net(layer(db, batch), caffe_pb2.TRAIN)
+        for _ in range(batches):
             net.forward_pass()
         if rank == 0:
             saved["state"] = net.layers[0].get_data_state()
         close_net(net)
-    run_ranks(2, first_half)
+    run_ranks(2, work)
+    return saved["state"]
+
+
+def labels_resumed(db, batch, batches, state):
+    """The labels a TRAIN net reads from ``state`` on (in the calling thread's rank)."""
+    net = data_net(layer(db, batch), caffe_pb2.TRAIN)
+    try:
+        net.layers[0].set_data_state(state)
+        out = []
+        for _ in range(batches):
+            net.forward_pass()
+            out.append(net.blobs["label"].data.astype(int).tolist())
+        return out
+    finally:
+        close_net(net)
+
+
+def test_the_roots_saved_position_resumes_every_rank(db):
+    """A snapshot stores the root's data state; loaded into any rank it continues that rank's
+    own share exactly."""
+    straight = per_rank(db, 3, 4)
+    state = roots_state(db, 3, 2)
     resumed = {}
 
     def second_half(rank):
-        net = data_net(layer(db, 3), caffe_pb2.TRAIN)
-        net.layers[0].set_data_state(saved["state"])
-        resumed[rank] = []
-        for _ in range(2):
-            net.forward_pass()
-            resumed[rank].append(net.blobs["label"].data.astype(int).tolist())
-        close_net(net)
+        resumed[rank] = labels_resumed(db, 3, 2, state)
     run_ranks(2, second_half)
     assert resumed[0] == straight[0][2:] and resumed[1] == straight[1][2:]
 
@@ -127,24 +141,4 @@ def test_the_roots_saved_position_resumes_every_rank(db):
 def test_the_roots_position_resumes_a_single_rank_after_the_whole_batch(db):
     """A two-rank snapshot resumed by one solver: it reads on from the records both ranks have
     taken (a snapshot resumes on any number of ranks)."""
-    single = labels_read(db, 6, 4)
-    saved = {}
-
-    def first_half(rank):
-        net = data_net(layer(db, 3), caffe_pb2.TRAIN)
-        for _ in range(2):
-            net.forward_pass()
-        if rank == 0:
-            saved["state"] = net.layers[0].get_data_state()
-        close_net(net)
-    run_ranks(2, first_half)
-    net = data_net(layer(db, 6), caffe_pb2.TRAIN)
-    try:
-        net.layers[0].set_data_state(saved["state"])
-        resumed = []
-        for _ in range(2):
-            net.forward_pass()
-            resumed.append(net.blobs["label"].data.astype(int).tolist())
-    finally:
-        close_net(net)
-    assert resumed == single[2:]
+    assert labels_resumed(db, 6, 2, roots_state(db, 3, 2)) == labels_read(db, 6, 4)[2:]

@@ -63,7 +63,7 @@ def weights(path):
             for i, b in enumerate(layer.blobs)}
 
 
-def assert_same_weights(a, b, atol=2e-5):
+def assert_same_weights(a, b, atol=2e-6):
     wa, wb = weights(a), weights(b)
     assert sorted(wa) == sorted(wb) and len(wa) == 8  # LeNet: 4 layers, weights and biases
     for key in wa:
