@@ -216,6 +216,19 @@ def test_a_killed_rank_ends_the_job(endless):
     assert took < 15
 
 
+def test_a_terminated_root_says_so_in_one_line(endless):
+    """Open MPI's mpirun and Slurm end ranks with SIGTERM: the root says where it was."""
+    folder, solver = endless
+    job, log = start(["--solver", solver], folder)
+    wait_for(log, r"Iteration [1-9]\d*, lr", job)
+    os.kill(rank_pid(0, solver), signal.SIGTERM)
+    status, out, took = finish(job, log)
+    lines = [line for line in out.splitlines() if "caffecli: error:" in line]
+    assert status != 0 and took < 15
+    assert len(lines) == 1 and re.search(r"the MPI launcher ended the job at iteration \d+ "
+                                         r"\(SIGTERM", lines[0])
+
+
 FAILING_LAYER = '''
 import caffecli as caffe
 
