@@ -181,3 +181,40 @@ def test_mpirun_without_mpi4py_says_which_extra_once(rank, monkeypatch, capsys, 
                                "across processes needs mpi4py: pip install 'caffecli[mpi]'")
     else:
         assert err == ""
+
+
+# ---- NCCL across processes (no GPU here: the handshake only) ---------------------------------
+class FakeNccl:
+    """cupy.cuda.nccl's two calls the handshake makes, recorded; each id is a new one."""
+    ids, made = [], []
+
+    @classmethod
+    def get_unique_id(cls):
+        cls.ids.append(("id", len(cls.ids)))
+        return cls.ids[-1]
+
+    class NcclCommunicator:
+        def __init__(self, size, uid, rank):
+            FakeNccl.made.append((size, uid, rank))
+
+
+class SentComm:
+    """An MpiComm's object broadcast, as rank ``rank`` of 3 sees it: the root keeps its own
+    object, the others get what the root sent."""
+
+    def __init__(self, rank, sent=None):
+        self.rank, self.size, self.sent = rank, 3, sent
+
+    def broadcast_object(self, obj, root=0):
+        return obj if self.rank == root else self.sent
+
+
+def test_every_rank_joins_nccl_with_the_roots_unique_id(monkeypatch):
+    monkeypatch.setattr(comms.NcclComm, "_nccl", staticmethod(lambda device: FakeNccl))
+    root = comms.NcclComm.across_processes(SentComm(0), device=0)
+    others = [comms.NcclComm.across_processes(SentComm(rank, FakeNccl.ids[0]), device=rank)
+              for rank in (1, 2)]
+    assert FakeNccl.ids == [("id", 0)]  # only the root asked NCCL for one
+    assert FakeNccl.made == [(3, ("id", 0), 0), (3, ("id", 0), 1), (3, ("id", 0), 2)]
+    assert [sorted(c._comms) for c in [root] + others] == [[0], [1], [2]]
+    assert {c.size for c in [root] + others} == {3}
