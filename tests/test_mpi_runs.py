@@ -3,8 +3,9 @@ mpiexec, from pip) starts ``caffecli train`` as 2 ranks on this machine, over th
 
 BVLC's LeNet (models/lenet) over a generated LMDB of 999 records (odd, so the ranks' share of
 the records changes at each wrap-around): 2 ranks of batch 32 give the weights of 1 process of
-batch 64 at every snapshot, and 1 process resumes the 2-rank snapshot; a SIGINT on the launcher,
-a rank killed, a rank failing and a setup error each end every rank in seconds, never a hang.
+batch 64 at every snapshot (on the CPU and on stand-in GPUs), 1 process resumes the 2-rank
+snapshot and 2 ranks the 1-process one; a SIGINT on the launcher, a rank killed or terminated,
+a rank failing and a setup error each end every rank in seconds with one line, never a hang.
 """
 import importlib.util
 import os
