@@ -201,36 +201,35 @@ def endless(lenet):
                                test_interval=100000)
 
 
-def test_sigint_on_the_launcher_stops_every_rank_and_rank_0_snapshots(endless):
+def interrupted(endless, interrupt):
+    """Start the endless job, ``interrupt(job, solver)`` once it trains; (status, output, s)."""
     folder, solver = endless
     job, log = start(["--solver", solver], folder)
     wait_for(log, r"Iteration [1-9]\d*, lr", job)
-    job.send_signal(signal.SIGINT)
-    status, out, _ = finish(job, log)
+    interrupt(job, solver)
+    return finish(job, log)
+
+
+def test_sigint_on_the_launcher_stops_every_rank_and_rank_0_snapshots(endless):
+    status, out, _ = interrupted(endless, lambda job, _: job.send_signal(signal.SIGINT))
     assert status == 0, out[-2000:]
     assert out.count("Optimization stopped early.") == 1
     stopped = re.findall(r"endless_iter_(\d+)\.caffemodel", out)
     assert len(stopped) == 1
-    assert os.path.exists(os.path.join(folder, "endless_iter_%s.solverstate" % stopped[0]))
+    assert os.path.exists(os.path.join(endless[0], "endless_iter_%s.solverstate" % stopped[0]))
 
 
 def test_a_killed_rank_ends_the_job(endless):
-    folder, solver = endless
-    job, log = start(["--solver", solver], folder)
-    wait_for(log, r"Iteration [1-9]\d*, lr", job)
-    os.kill(rank_pid(1, solver), signal.SIGKILL)
-    status, out, took = finish(job, log)
+    status, out, took = interrupted(
+        endless, lambda _, solver: os.kill(rank_pid(1, solver), signal.SIGKILL))
     assert status != 0 and "Traceback" not in out
     assert took < 15
 
 
 def test_a_terminated_root_says_so_in_one_line(endless):
     """Open MPI's mpirun and Slurm end ranks with SIGTERM: the root says where it was."""
-    folder, solver = endless
-    job, log = start(["--solver", solver], folder)
-    wait_for(log, r"Iteration [1-9]\d*, lr", job)
-    os.kill(rank_pid(0, solver), signal.SIGTERM)
-    status, out, took = finish(job, log)
+    status, out, took = interrupted(
+        endless, lambda _, solver: os.kill(rank_pid(0, solver), signal.SIGTERM))
     lines = [line for line in out.splitlines() if "caffecli: error:" in line]
     assert status != 0 and took < 15
     assert len(lines) == 1 and re.search(r"the MPI launcher ended the job at iteration \d+ "
