@@ -1,11 +1,15 @@
 """How data-parallel ranks talk: a communicator sums (all-reduce) or copies (broadcast) a flat
 array across ranks, and GradientSync averages a net's gradients with it (Caffe's NCCL class).
 
-``NcclComm`` runs between GPUs (cupy.cuda.nccl); ``ThreadComm`` in one process on any device
-(CPU training with several workers, the stand-in device, and tests).
+``NcclComm`` runs between GPUs (cupy.cuda.nccl), in one process or one rank per process;
+``ThreadComm`` in one process on any device (CPU training with several workers, the stand-in
+device, and tests); ``MpiComm`` between processes started by mpirun/srun, on host buffers, with
+``BucketedGradientSync`` overlapping its all-reduces with the backward pass.
 """
+import collections
 import os
 import threading
+import time
 import weakref
 
 import numpy
@@ -86,15 +90,16 @@ class ThreadComm:
 
 
 class NcclComm:
-    """All-reduce between GPUs with NCCL through cupy; one communicator per rank/device."""
+    """All-reduce between GPUs with NCCL through cupy; one communicator per rank/device (all the
+    ranks' in one process, or this process's rank only)."""
 
     def __init__(self, comms, size=None):
-        self._comms = comms   # rank -> communicator: every rank's, or this process's one
-        self.size = len(comms) if size is None else size
+        self._comms = comms if isinstance(comms, dict) else dict(enumerate(comms))
+        self.size = size or len(self._comms)
 
-    @classmethod
-    def for_devices(cls, devices):
-        reason = backend.unavailable_reason(devices[0] if devices else 0)
+    @staticmethod
+    def _nccl(device):
+        reason = backend.unavailable_reason(device)
         if reason:
             raise CaffeError(reason)
         try:
@@ -102,14 +107,28 @@ class NcclComm:
         except ImportError:
             raise CaffeError("multi-GPU training needs NCCL (cupy.cuda.nccl is unavailable)") \
                 from None
+        return nccl
+
+    @classmethod
+    def for_devices(cls, devices):
+        nccl = cls._nccl(devices[0] if devices else 0)
         if len(set(devices)) != len(devices):
             raise CaffeError("NCCL cannot put two ranks on one GPU: %s" % (devices,))
-        return cls(dict(enumerate(nccl.NcclCommunicator.initAll(list(devices)))))
+        return cls(nccl.NcclCommunicator.initAll(list(devices)))
+
+    @classmethod
+    def across_processes(cls, mpi_comm, device):
+        """This process's rank of an NCCL communicator over every MPI rank (one GPU each): the
+        root's unique id reaches the others over MPI, as NVCaffe and Horovod do."""
+        nccl = cls._nccl(device)
+        uid = mpi_comm.broadcast_object(nccl.get_unique_id() if mpi_comm.rank == 0 else None)
+        comm = nccl.NcclCommunicator(mpi_comm.size, uid, mpi_comm.rank)
+        return cls({mpi_comm.rank: comm}, mpi_comm.size)
 
     @classmethod
     def for_rank(cls, uid, size, rank):
         """This process's rank of a communicator other processes join with the same ``uid``."""
-        from cupy.cuda import nccl
+        nccl = cls._nccl(context.device())
         if len(uid) != UID_BYTES:
             raise CaffeError("an NCCL id has %d bytes, got %d (use NCCL.new_uid())"
                              % (UID_BYTES, len(uid)))
@@ -142,6 +161,53 @@ class NcclComm:
         self._comms[rank].bcast(array.data.ptr, array.size, self._dtype(array), root,
                                 stream.ptr)
         stream.synchronize()
+
+
+class MpiComm:
+    """Ranks in processes of their own, started by an MPI launcher: all-reduce and broadcast
+    with mpi4py on host buffers (device arrays go through the host). Waits poll, so a signal
+    is handled while this rank waits for the others."""
+
+    def __init__(self, mpi, comm):
+        self.mpi, self._comm = mpi, comm
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+
+    def start_allreduce(self, host):
+        """Begin summing the numpy array ``host`` in place across ranks; returns the request."""
+        return self._comm.Iallreduce(self.mpi.IN_PLACE, host, op=self.mpi.SUM)
+
+    def allreduce_sum(self, rank, array):
+        self._through_host(array, self.start_allreduce)
+
+    def broadcast(self, rank, array, root=0):
+        self._through_host(array, lambda host: self._comm.Ibcast(host, root=root))
+
+    def _through_host(self, array, start):
+        host = numpy.ascontiguousarray(backend.to_host(array))
+        self.wait([start(host)])
+        if host is not array:
+            array[...] = backend.array_module(array).asarray(host)
+
+    def broadcast_object(self, obj, root=0):
+        """The root's ``obj`` (anything picklable) on every rank."""
+        return self._comm.bcast(obj, root=root)
+
+    def allgather_object(self, obj):
+        return self._comm.allgather(obj)
+
+    def progress(self, requests):
+        """Let MPI move requests in flight along; True when all are done."""
+        return self.mpi.Request.Testall(requests)
+
+    def wait(self, requests):
+        delay = 0.0
+        while not self.progress(requests):
+            time.sleep(delay)
+            delay = min(delay + 1e-5, 1e-3)
+
+    def abort(self):
+        """End every rank of the job (a rank failed while the others may wait for it)."""
+        self._comm.Abort(1)
 
 
 class GradientSync:
@@ -188,3 +254,80 @@ class GradientSync:
         flat = self._flat(arrays)
         self.comm.broadcast(self.rank, flat, 0)
         self._scatter(flat, arrays)
+
+    def close(self):
+        """Detach from the net (training is over)."""
+
+
+Bucket = collections.namedtuple("Bucket", "done_layer slices buffer")
+
+
+class BucketedGradientSync(GradientSync):
+    """GradientSync over MpiComm that overlaps the all-reduce with backward, as Horovod's tensor
+    fusion does: the learnable params are packed, in the order backward completes them, into
+    host buckets of about ``bucket_bytes``; a bucket's all-reduce starts as soon as the layer
+    completing its last gradient is done (on the last of ``iter_size`` passes), later layers'
+    backward runs meanwhile, and the update waits for every bucket."""
+
+    def __init__(self, net, comm, rank, bucket_bytes, iter_size=1):
+        super().__init__(net, comm, rank)
+        self.iter_size = max(int(iter_size), 1)
+        self.buckets = self._plan(max(int(bucket_bytes), 1))
+        self._passes, self._requests, self._started = 0, [], set()
+        net.after_backward.append(self._layer_done)
+
+    def _plan(self, bucket_bytes):
+        done = {}  # learnable id -> the layer whose backward completes its gradient
+        for p in self.net.param_records:
+            done[p.learnable_id] = min(done.get(p.learnable_id, p.layer_id), p.layer_id)
+        blobs = self.net.learnable_params
+        groups, group, size = [], [], 0
+        for lid in sorted(done, key=lambda lid: (-done[lid], lid)):
+            group.append(lid)
+            size += blobs[lid].count() * self.net.dtype.itemsize
+            if size >= bucket_bytes:
+                groups.append(group)
+                group, size = [], 0
+        groups += [group] if group else []
+        buckets = []
+        for ids in groups:
+            ends = numpy.cumsum([0] + [blobs[lid].count() for lid in ids])
+            slices = [(lid, ends[k], ends[k + 1]) for k, lid in enumerate(ids)]
+            buckets.append(Bucket(min(done[lid] for lid in ids), slices,
+                                  numpy.empty(int(ends[-1]), dtype=self.net.dtype)))
+        return buckets
+
+    def on_start(self):
+        self._passes, self._requests, self._started = 0, [], set()
+
+    def _layer_done(self, layer_id):
+        if self._passes == self.iter_size - 1:
+            for k, bucket in enumerate(self.buckets):
+                if bucket.done_layer == layer_id:
+                    self._start(k)
+            self.comm.progress(self._requests)
+        if layer_id == 0:
+            self._passes += 1
+
+    def _start(self, k):
+        bucket, diffs = self.buckets[k], self._arrays("diff", self.net.learnable_params)
+        for lid, lo, hi in bucket.slices:
+            bucket.buffer[lo:hi] = backend.to_host(diffs[lid]).reshape(-1)
+        self._started.add(k)
+        self._requests.append(self.comm.start_allreduce(bucket.buffer))
+
+    def on_gradients_ready(self):
+        for k in range(len(self.buckets)):
+            if k not in self._started:
+                self._start(k)
+        self.comm.wait(self._requests)
+        diffs = self._arrays("diff", self.net.learnable_params)
+        for bucket in self.buckets:
+            flat = bucket.buffer
+            flat *= 1.0 / self.comm.size
+            for lid, lo, hi in bucket.slices:
+                a = diffs[lid]
+                a[...] = backend.array_module(a).asarray(flat[lo:hi].reshape(a.shape))
+
+    def close(self):
+        self.net.after_backward.remove(self._layer_done)

@@ -3,7 +3,8 @@ rank's seeded random stream.
 
 The mode only says which side (host or device) a layer or solver asks its blobs for; where data
 lives is the data's business (SyncedMemory). Ranks are per thread, as Caffe's solver threads are;
-threads outside any rank (prefetchers, user code) are rank 0.
+threads outside any rank (prefetchers, user code) have the process's rank: 0, or this process's
+MPI rank when the solvers are processes (``join_world``).
 """
 import contextlib
 import threading
@@ -15,7 +16,8 @@ from .errors import CaffeError
 
 CPU, GPU = "CPU", "GPU"
 
-_run = {"mode": CPU, "device": 0, "solver_count": 1, "multiprocess": False}
+_run = {"mode": CPU, "device": 0, "solver_count": 1, "multiprocess": False,
+        "process_rank": 0}
 _thread = threading.local()
 _streams = {0: numpy.random.default_rng()}
 
@@ -66,7 +68,7 @@ def solver_count():
 
 def solver_rank():
     """This thread's rank among them (0 is the root solver, which tests and logs)."""
-    return getattr(_thread, "rank", 0)
+    return getattr(_thread, "rank", _run["process_rank"])
 
 
 def is_root_solver():
@@ -101,6 +103,18 @@ def solver_group(size):
         yield
     finally:
         _run["solver_count"] = previous
+
+
+def join_world(rank, size):
+    """This process is solver ``rank`` of ``size`` processes (an MPI job): every thread of it
+    that is not a rank of its own has that rank."""
+    _run["process_rank"], _run["solver_count"] = int(rank), int(size)
+
+
+def data_share(train):
+    """The (rank, count) share of the records a data layer reads: data-parallel ranks deal the
+    records of the TRAIN phase among them; only the root tests, so TEST reads them all."""
+    return (solver_rank(), solver_count()) if train else (0, 1)
 
 
 # ---- random streams -----------------------------------------------------------------------

@@ -116,6 +116,8 @@ def init_log(level=None, stderr=None):
 def log(message):
     """pycaffe's caffe.log(): one INFO line, from _caffe.cpp's Log()."""
     info("_caffe.cpp:68", message)
+def min_level():
+    return _config["min_level"]
 
 
 def _thread_id():

@@ -1,10 +1,12 @@
 """``caffecli train``: train or finetune a model from a solver prototxt (caffe.cpp's train())."""
+import contextlib
 import signal
 import sys
 
-from .. import backend, comms, context, glog
+from .. import backend, comms, context, glog, launcher
 from ..errors import CaffeError
 from ..proto import caffe_pb2
+from . import mpi_rank
 from .devices import device_name, parse_gpus
 from .errors import Interrupted
 
@@ -90,8 +92,9 @@ class Progress:
             self.bar.close()
 
 
-def _select_devices(param, gpu_flag):
-    """caffe.cpp: -gpu, else the solver's solver_mode/device_id; log and set the mode."""
+def _select_devices(param, gpu_flag, job=None):
+    """caffe.cpp: -gpu, else the solver's solver_mode/device_id; log and set the mode. A rank of
+    an MPI job (``job``) takes its own GPU of the list."""
     if not gpu_flag and param.HasField("solver_mode") and \
             param.solver_mode == caffe_pb2.SolverParameter.GPU:
         gpu_flag = str(param.device_id) if param.HasField("device_id") else "0"
@@ -107,6 +110,8 @@ def _select_devices(param, gpu_flag):
         glog.info("caffe.cpp:197", "Use CPU.")
         context.set_mode_cpu()
         return gpus
+    if job is not None:
+        gpus = [mpi_rank.local_device(gpus, job.world)]
     glog.info("caffe.cpp:204", "Using GPUs " + ", ".join(str(g) for g in gpus))
     for g in gpus:
         glog.info("caffe.cpp:209", "GPU %d: %s" % (g, device_name(g)))
@@ -118,50 +123,70 @@ def _select_devices(param, gpu_flag):
 
 def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",),
               sigint_effect="stop", sighup_effect="snapshot"):
-    """Train as ``caffe train`` does; return the exit status (0)."""
+    """Train as ``caffe train`` does, or as one rank of an MPI job when mpirun/srun started
+    this process (launcher.detect); return the exit status (0)."""
     if not solver_path:
         raise CaffeError("Need a solver definition to train (--solver).")
     if snapshot and weights:
         raise CaffeError("Give a snapshot to resume training or weights to finetune but not both.")
     sigint_effect = requested_action("sigint_effect", sigint_effect)
     sighup_effect = requested_action("sighup_effect", sighup_effect)
+    flags = (solver_path, weights, snapshot, gpu, level, stages, sigint_effect, sighup_effect)
+    world = launcher.detect()
+    if world is None:
+        return _train(*flags)
+    job = mpi_rank.Rank(world)
+    return job.run(lambda: _train(*flags, job=job))
+
+
+def _train(solver_path, weights, snapshot, gpu, level, stages, sigint_effect, sighup_effect,
+           job=None):
     from ..solvers import get_solver, read_solver_file
-    from ..solvers.data_parallel import DataParallel
-    param = read_solver_file(solver_path)
-    param.train_state.level = level
-    param.train_state.stage.extend(stages)
-    gpus = _select_devices(param, gpu)
-    handler = SignalHandler(sigint_effect, sighup_effect)
-    progress = None
-    try:
-        if snapshot or weights:
-            del param.weights[:]
-        if weights:
-            param.weights.extend(w for w in weights.split(",") if w)
-        with context.solver_group(max(len(gpus), 1)):
+    from ..solvers.data_parallel import DataParallel, ProcessParallel
+    root = job is None or job.rank == 0
+    with contextlib.ExitStack() as stack:
+        handler = SignalHandler(sigint_effect, sighup_effect)
+        stack.callback(handler.close)
+        with job.setup() if job else contextlib.nullcontext():
+            param = read_solver_file(solver_path)
+            param.train_state.level = level
+            param.train_state.stage.extend(stages)
+            gpus = _select_devices(param, gpu, job)
+            if snapshot or weights:
+                del param.weights[:]
+            if weights and root:  # the other ranks of a job get the root's weights
+                param.weights.extend(w for w in weights.split(",") if w)
+            bucket = mpi_rank.bucket_bytes() if job else None
+            stack.enter_context(context.solver_group(job.size if job else max(len(gpus), 1)))
             solver = get_solver(param)
-            progress = Progress(solver)
+            progress = Progress(solver) if root else None
+            if progress is not None:
+                stack.callback(progress.close)
             handler.lost = lambda: ("stopped at iteration %d without a snapshot; the "
                                     "iterations since the last snapshot are lost" % solver.iter)
 
             def action():
-                progress.update()
+                if progress is not None:
+                    progress.update()
                 return handler.action()
             solver.action_request = action
-            if snapshot:
+            if snapshot and root:
                 glog.info("caffe.cpp:235", "Resuming from " + snapshot)
                 solver.restore(snapshot)
-            glog.info("caffe.cpp:239", "Starting Optimization")
-            if len(gpus) > 1:
-                comm = comms.NcclComm.for_devices(gpus) if not backend.is_standin() \
-                    else comms.ThreadComm(len(gpus))
-                DataParallel(solver, comm, gpus).run(snapshot or None)
-            else:
-                solver.solve()
-        progress.update()
-    finally:
+        glog.info("caffe.cpp:239", "Starting Optimization")
+        if job is not None:
+            job.solver = solver
+            parallel = ProcessParallel(solver, job.comm, bucket)
+            if snapshot:
+                parallel.share_restored_state()
+            parallel.run(action)
+        elif len(gpus) > 1:
+            comm = comms.NcclComm.for_devices(gpus) if not backend.is_standin() \
+                else comms.ThreadComm(len(gpus))
+            DataParallel(solver, comm, gpus).run(snapshot or None)
+        else:
+            solver.solve()
         if progress is not None:
-            progress.close()
-        handler.close()
+            progress.update()
     glog.info("caffe.cpp:250", "Optimization Done.")
     return 0

@@ -35,12 +35,21 @@ def transform_items(transformer, items, dtype, names):
     return numpy.concatenate([transformer.transform(a[None], dtype) for a in items])
 
 
-class DBSource:
-    """Datum records from LMDB/LevelDB, in key order, wrapping to the first at the end.
+class Dealt:
+    """A source whose records are dealt among data-parallel ranks as Caffe's DataLayer::Skip
+    deals them: with ``share=(rank, count)`` it keeps the records whose running offset is rank
+    modulo count, the offset counting on across the wrap-around to the first record. Its saved
+    state points at its next record, so the root's state also resumes every other rank (and any
+    number of ranks) at its own next record; entries named ``*_rng`` are random streams."""
 
-    With ``share=(rank, count)`` the source keeps only the records whose running offset is
-    rank modulo count (Caffe's DataLayer::Skip), so data-parallel solvers get disjoint batches.
-    """
+    def _skip_others(self):
+        while self.offset % self.count != self.rank:
+            self._next()
+
+
+class DBSource(Dealt):
+    """Datum records from LMDB/LevelDB, in key order, wrapping to the first at the end, dealt
+    among data-parallel ranks."""
 
     def __init__(self, path, backend, batch_size, transformer, dtype, labels,
                  force_color=False, force_gray=False, rand_skip=0, share=(0, 1)):
@@ -60,12 +69,6 @@ class DBSource:
             for _ in range(skip):
                 self._next()
         self._skip_others()
-
-    def _skip_others(self):
-        """Move to this rank's next record; the saved state then points at it, so the root's
-        state also resumes every other rank at its own next record."""
-        while self.offset % self.count != self.rank:
-            self._next()
 
     def _next(self):
         if self.cursor.next():
@@ -135,12 +138,13 @@ def read_image_list(source):
     return lines
 
 
-class ImageListSource:
+class ImageListSource(Dealt):
     """Images named in a list file (ImageData): decoded, resized, optionally reshuffled each
-    epoch with a private generator."""
+    epoch with a private generator, dealt among data-parallel ranks."""
 
     def __init__(self, lines, root_folder, batch_size, transformer, dtype, new_height=0,
-                 new_width=0, is_color=True, shuffle=False, rand_skip=0, what="ImageData"):
+                 new_width=0, is_color=True, shuffle=False, rand_skip=0, what="ImageData",
+                 share=(0, 1)):
         if batch_size <= 0:
             raise CaffeError("%s: batch_size must be positive" % what)
         if (new_height > 0) != (new_width > 0):
@@ -164,6 +168,9 @@ class ImageListSource:
             if skip >= len(lines):
                 raise CaffeError("%s: not enough images (%d) to skip %d" % (what, len(lines), skip))
             self.pos = skip
+        self.rank, self.count = share
+        self.offset = self.pos
+        self._skip_others()
 
     def image(self, index):
         path, label = self.lines[self.order[index]]
@@ -181,16 +188,21 @@ class ImageListSource:
             items.append(arr)
             labels.append(label)
             names.append(name)
-            self.pos += 1
-            if self.pos >= len(self.lines):
-                self.pos = 0
-                if self.shuffle:
-                    self.shuffle_rng.shuffle(self.order)
+            self._next()
+            self._skip_others()
         data = transform_items(self.transformer, items, self.dtype, names)
         return [data, numpy.asarray(labels, dtype=self.dtype)], self.get_state()
 
+    def _next(self):
+        self.pos += 1
+        self.offset += 1
+        if self.pos >= len(self.lines):
+            self.pos = 0
+            if self.shuffle:
+                self.shuffle_rng.shuffle(self.order)
+
     def get_state(self):
-        return {"pos": self.pos, "order": self.order.copy(),
+        return {"pos": self.pos, "offset": self.offset, "order": self.order.copy(),
                 "shuffle_rng": None if self.shuffle_rng is None
                 else self.shuffle_rng.bit_generator.state,
                 "transform_rng": self.transformer.get_state()}
@@ -202,9 +214,11 @@ class ImageListSource:
                              % (order.size, self.order.size))
         self.order = order
         self.pos = int(state["pos"])
+        self.offset = int(state.get("offset", self.pos))
         if state.get("shuffle_rng") is not None and self.shuffle_rng is not None:
             self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
         self.transformer.set_state(state.get("transform_rng"))
+        self._skip_others()
 
     def close(self):
         pass

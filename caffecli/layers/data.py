@@ -16,12 +16,10 @@ class DataLayer(PrefetchingDataLayer):
             raise self.error("data_param.source is not set")
         tp = self.layer_param.transform_param
         backend_name = "lmdb" if p.backend == p.LMDB else "leveldb"
-        # data-parallel ranks read disjoint records in TRAIN; only the root tests
-        share = (context.solver_rank(), context.solver_count()) \
-            if self.phase == caffe_pb2.TRAIN else (0, 1)
         source = DBSource(p.source, backend_name, p.batch_size, self.transformer, dtype,
                           self.output_labels, force_color=tp.force_color,
-                          force_gray=tp.force_gray, rand_skip=p.rand_skip, share=share)
+                          force_gray=tp.force_gray, rand_skip=p.rand_skip,
+                          share=context.data_share(self.phase == caffe_pb2.TRAIN))
         glog.info("db_%s.cpp:%d" % (backend_name, 35 if backend_name == "lmdb" else 18),
                   "Opened %s %s" % (backend_name, p.source))
         return source

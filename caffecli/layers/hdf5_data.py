@@ -1,7 +1,9 @@
 """HDF5Data: rows of the datasets named after the tops, from the files a text file lists.
 
 It reads in Forward without a thread, crossing file boundaries row by row as Caffe does: at the
-end of a file it loads the next one, at the end of the list it loops to the first.
+end of a file it loads the next one, at the end of the list it loops to the first. In TRAIN,
+data-parallel ranks deal the rows as Caffe's HDF5DataLayer::Skip does: rank r of n keeps the rows
+whose running offset is r modulo n, counting on across files and the loop.
 """
 import os
 
@@ -10,6 +12,7 @@ import numpy
 from .. import context, glog
 from ..errors import CaffeError
 from ..layer import Layer
+from ..proto import caffe_pb2
 from ..registry import register_layer
 from ._hdf5 import load_hdf5_file
 
@@ -47,6 +50,9 @@ class HDF5DataLayer(Layer):
         self._load(self.current_file)
         self.current_row = 0
         self.row_shapes = [a.shape[1:] for a in self.arrays]
+        self.rank, self.count = context.data_share(self.phase == caffe_pb2.TRAIN)
+        self.offset = 0
+        self._skip_others()
         for t, a in zip(top, self.arrays):
             t.reshape((self.batch_size,) + a.shape[1:])
 
@@ -88,22 +94,38 @@ class HDF5DataLayer(Layer):
     def reshape(self, bottom, top):
         pass
 
+    def _advance(self, n):
+        """Move ``n`` rows on (Caffe's Next() n times), across file ends."""
+        while n:
+            step = min(n, self.arrays[0].shape[0] - self.current_row)
+            self.current_row += step
+            self.offset += step
+            n -= step
+            if self.current_row == self.arrays[0].shape[0]:
+                self._end_of_file()
+
+    def _skip_others(self):
+        """Move to this rank's next row, so a saved state (the root's too) points at it."""
+        self._advance((self.rank - self.offset) % self.count)
+
     def forward(self, bottom, top):
-        filled = 0
+        filled, count = 0, self.count
         while filled < self.batch_size:
-            rows = self.arrays[0].shape[0]
-            k = min(self.batch_size - filled, rows - self.current_row)
-            idx = self.data_perm[self.current_row:self.current_row + k]
+            # this rank's rows left in the file: current_row, current_row + count, ...
+            left = -(-(self.arrays[0].shape[0] - self.current_row) // count)
+            k = min(self.batch_size - filled, left)
+            last = self.current_row + count * (k - 1)
+            idx = self.data_perm[self.current_row:last + 1:count]
             for t, a in zip(top, self.arrays):
                 t.data[filled:filled + k] = a[idx]
             filled += k
-            self.current_row += k
-            if self.current_row == rows:
-                self._end_of_file()
+            self._advance(last + 1 - self.current_row)
+            self._skip_others()
 
     def get_data_state(self):
         return {"file": int(self.current_file), "row": int(self.current_row),
-                "file_perm": self.file_perm.copy(), "data_perm": self.data_perm.copy()}
+                "offset": int(self.offset), "file_perm": self.file_perm.copy(),
+                "data_perm": self.data_perm.copy()}
 
     def set_data_state(self, state):
         perm = numpy.asarray(state["file_perm"], dtype=numpy.int64)
@@ -114,3 +136,5 @@ class HDF5DataLayer(Layer):
         self.current_file = int(state["file"])
         self._load(self.current_file, state["data_perm"])
         self.current_row = int(state["row"])
+        self.offset = int(state.get("offset", 0))
+        self._skip_others()

@@ -1,7 +1,8 @@
 """ImageData: the images an image list names, decoded by OpenCV and prefetched (Caffe's
-image_data_layer)."""
-from .. import glog
+image_data_layer), dealt among data-parallel ranks in TRAIN as Data's records are."""
+from .. import context, glog
 from ..data.sources import ImageListSource, read_image_list
+from ..proto import caffe_pb2
 from ..registry import register_layer
 from ._prefetching import PrefetchingDataLayer
 
@@ -25,4 +26,5 @@ class ImageDataLayer(PrefetchingDataLayer):
         return ImageListSource(lines, p.root_folder, p.batch_size, self.transformer, dtype,
                                new_height=p.new_height, new_width=p.new_width,
                                is_color=p.is_color, shuffle=p.shuffle, rand_skip=p.rand_skip,
-                               what="Layer %s (ImageData)" % self.name)
+                               what="Layer %s (ImageData)" % self.name,
+                               share=context.data_share(self.phase == caffe_pb2.TRAIN))

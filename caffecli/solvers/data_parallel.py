@@ -1,10 +1,13 @@
-"""Data-parallel training, as caffe.cpp + Caffe's NCCL::Run do it: one solver per device in its
-own thread, the root's weights broadcast first, gradients averaged after every backward.
+"""Data-parallel training, as caffe.cpp + Caffe's NCCL::Run do it: one solver per rank, the
+root's weights broadcast first, gradients averaged after every backward.
 
-The root solver (rank 0) is built by the caller under ``context.solver_group(n)`` and runs
-Solve (tests, logs, snapshots); the others are built here, in their own threads, with their
-data layers taking their share of the records, and only step. Signals reach the root; its
-request is broadcast after each update so every rank stops or snapshots at the same iteration.
+``DataParallel``: ranks are threads of one process, one per device (Caffe's multi-GPU). The root
+solver (rank 0) is built by the caller under ``context.solver_group(n)``; the others are built
+here, in their own threads, with their data layers taking their share of the records.
+``ProcessParallel``: ranks are the processes of an MPI job, each built under
+``context.join_world``. Either way the root runs Solve (tests, logs, snapshots) and the others
+only step; every rank's requests (signals) are agreed after each update, so all of them stop or
+snapshot at the same iteration.
 """
 import threading
 
@@ -12,11 +15,18 @@ import numpy
 
 from .. import backend, comms, context
 from ..proto import caffe_pb2
+from . import snapshot as snapshot_io
 from .base import ACTIONS, normalised_action
 
 
+def _no_request():
+    return "none"
+
+
 class ActionSync:
-    """A rank's ``action_request``: the root asks its own handler, every rank gets the answer.
+    """A rank's ``action_request``: each rank asks its own ``request`` (a signal may reach any
+    or all of them), the votes are summed, and every rank gets the same answer: stop when any
+    rank asked to stop, else snapshot when any asked for one.
 
     Requests are read only at the synchronised point after the update; during the root's test
     pass (the other ranks wait in the next all-reduce) a signal stays pending until then.
@@ -28,12 +38,30 @@ class ActionSync:
     def __call__(self):
         if getattr(self.solver, "testing", False):
             return "none"
-        xp = backend.device_module() if context.is_gpu() else numpy
-        code = xp.zeros(1, dtype="float32")
-        if self.rank == 0:
-            code[0] = ACTIONS.index(normalised_action(self.request()))
-        self.comm.broadcast(self.rank, code, 0)
-        return ACTIONS[int(code[0])]
+        votes = numpy.zeros(len(ACTIONS), dtype="float32")
+        votes[ACTIONS.index(normalised_action(self.request()))] = 1
+        if context.is_gpu():
+            votes = backend.device_module().asarray(votes)
+        self.comm.allreduce_sum(self.rank, votes)
+        votes = backend.to_host(votes)
+        return next((a for a in ("stop", "snapshot") if votes[ACTIONS.index(a)] > 0), "none")
+
+
+def train_rank(solver, comm, rank, sync, request):
+    """One rank's training: the root's weights first, ``sync`` averaging the gradients after
+    every backward, requests agreed after every update; the root solves, the others step."""
+    sync.broadcast_params()
+    solver.add_callback(sync)
+    solver.action_request = ActionSync(solver, comm, rank, request)
+    try:
+        if rank == 0:
+            solver.solve()
+        else:
+            solver.step(solver.param.max_iter - solver.iter)
+    finally:
+        solver.callbacks.remove(sync)
+        sync.close()
+        solver.action_request = request
 
 
 class DataParallel:
@@ -71,19 +99,48 @@ class DataParallel:
             context.use_device_here(self.devices[rank])
         solver = self.root if rank == 0 else self._worker(rank)
         self.solvers[rank] = solver
-        sync = comms.GradientSync(solver.net, self.comm, rank)
-        sync.broadcast_params()
-        solver.add_callback(sync)
-        solver.action_request = ActionSync(solver, self.comm, rank, self._request)
-        try:
-            if rank == 0:
-                solver.solve()
-            else:
-                solver.step(solver.param.max_iter - solver.iter)
-        finally:
-            solver.callbacks.remove(sync)
-            if rank == 0:
-                solver.action_request = self._request
+        train_rank(solver, self.comm, rank, comms.GradientSync(solver.net, self.comm, rank),
+                   self._request if rank == 0 else _no_request)
+
+
+def _positions(states):
+    """Data states without their random streams (entries named ``*_rng``): a rank resumes at
+    the root's position but keeps drawing from its own generators."""
+    return {layer: {k: v for k, v in state.items() if not k.endswith("_rng")}
+            if isinstance(state, dict) else state for layer, state in states.items()}
+
+
+class ProcessParallel:
+    """This process's rank of an MPI job (``comm`` a comms.MpiComm): gradients through NCCL on
+    GPUs (cupy), else MPI all-reduces on host buckets of ``bucket_bytes`` overlapping backward."""
+
+    def __init__(self, solver, comm, bucket_bytes):
+        self.solver, self.comm, self.bucket_bytes = solver, comm, bucket_bytes
+
+    def share_restored_state(self):
+        """After the root restored a snapshot: its iteration, solver history and data positions
+        on every rank (the weights follow when training starts), so the snapshot need be on the
+        root's machine only, and any number of ranks can resume it."""
+        s = self.solver
+        mine = (s.iter, s.current_step, [backend.to_host(h.cpu_data()) for h in s.history_blobs()],
+                snapshot_io.layer_states(s.net)) if self.comm.rank == 0 else None
+        it, step, history, states = self.comm.broadcast_object(mine)
+        if self.comm.rank:
+            s.iter, s.current_step = it, step
+            s.restore_history(history)
+            snapshot_io.set_layer_states(s.net, _positions(states))
+
+    def run(self, request):
+        """Train this rank to max_iter (or an agreed stop); ``request`` is its signal handler."""
+        rank, net = self.comm.rank, self.solver.net
+        if context.is_gpu() and not backend.is_standin():
+            nccl = comms.NcclComm.across_processes(self.comm, context.device())
+            train_rank(self.solver, nccl, rank, comms.GradientSync(net, nccl, rank), request)
+        else:
+            sync = comms.BucketedGradientSync(net, self.comm, rank, self.bucket_bytes,
+                                              self.solver.param.iter_size)
+            train_rank(self.solver, self.comm, rank, sync, request)
+        return self.solver
 
 
 def run_ranks(size, work, on_error=None):

@@ -78,7 +78,8 @@ def state_hdf5_bytes(solver, model_filename):
     return buf.getvalue()
 
 
-def _layer_states(net):
+def layer_states(net):
+    """{layer name: data position} of the net's layers that report one (get_data_state)."""
     out = {}
     for name, layer in zip(net.layer_names, net.layers):
         getter = getattr(layer, "get_data_state", None)
@@ -93,8 +94,8 @@ def sidecar_state(solver):
         "iter": solver.iter,
         "type": solver.type,
         "rng": context.rng_state(),
-        "train_net": _layer_states(solver.net),
-        "test_nets": [_layer_states(n) for n in solver.test_nets],
+        "train_net": layer_states(solver.net),
+        "test_nets": [layer_states(n) for n in solver.test_nets],
     }
 
 
@@ -290,6 +291,12 @@ def _field(path, field):
     except (TypeError, ValueError, KeyError, IndexError, OverflowError, AttributeError) as exc:
         raise CaffeError("%s: bad resume state in %s (%s: %s)"
                          % (path, field, type(exc).__name__, exc)) from None
+
+
+def set_layer_states(net, states):
+    """Resume the net's data layers at the positions layer_states reported."""
+    for name, value in states.items():
+        _set_layer_state(net, name, value)
 
 
 def _set_layer_state(net, name, value):
