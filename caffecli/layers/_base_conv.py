@@ -9,6 +9,7 @@ from ..kernels import im2col as ic
 from ..layer import Layer
 
 COL_CHUNK_ELEMENTS = 1 << 25  # cap on the column buffer (elements); larger batches go in chunks
+PER_IMAGE_MIN_POSITIONS = 1024  # output maps at least this large take GEMMs per image
 
 
 def prod(seq):
@@ -84,11 +85,13 @@ class ColumnMaker:
         else:
             self.buf_lead, self.buf_spatial = (channels,), tuple(self.padded)
 
-    def _col_buffer(self, xp, size, dtype):
+    def column_buffer(self, xp, shape, dtype):
+        """The column buffer (kept between calls) as an array of ``shape``."""
+        size = prod(shape)
         if (self._col is None or self._col.size < size or self._col.dtype != dtype
                 or not isinstance(self._col, xp.ndarray)):
             self._col = xp.empty(size, dtype=dtype)
-        return self._col[:size]
+        return self._col[:size].reshape(shape)
 
     def _batch_last(self, a):
         """(n, C, *sp) -> (C, *sp, n) view."""
@@ -102,7 +105,7 @@ class ColumnMaker:
         n = x.shape[0]
         buf = self._buffer(self._pad_in, xp, n, x.dtype)
         shape = ((self.channels,) + tuple(self.kernel) + tuple(self.grid_shape) + (n,))
-        col = self._col_buffer(xp, prod(shape), x.dtype).reshape(shape)
+        col = self.column_buffer(xp, shape, x.dtype)
         if self.phased:
             xb, all_c = self._batch_last(x), (slice(None),)
             for phase, grid, img in self.interior:
@@ -222,12 +225,37 @@ class BaseConvolutionLayer(Layer):
             self.cols.configure(self.num_output, self.out_shape, self.in_shape)
         else:
             self.cols.configure(self.channels, self.in_shape, self.out_shape)
+        self._choose_algorithm()
+
+    def _choose_algorithm(self):
+        """How the GEMMs run for this shape, decided once per reshape (deterministically, so
+        every run sums in the same order): a 1x1 convolution (stride 1, no pad) is a plain GEMM
+        per image on the input itself; a large output map gets im2col and GEMMs per image, as
+        Caffe; a small one gets one GEMM over a chunk of images, whose batch-innermost columns
+        make a wide enough product to keep BLAS busy."""
+        self.pointwise = (not self.reverse and all(k == 1 for k in self.kernel)
+                          and all(s == 1 for s in self.stride) and not any(self.pad))
         per_item = self.kernel_dim * self.group * prod(self.cols.grid_shape)
-        self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(per_item, 1)))
+        if self.pointwise or prod(self.cols.grid_shape) >= PER_IMAGE_MIN_POSITIONS:
+            self.chunk = 1
+        else:
+            self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(per_item, 1)))
+        # the columns of the last forward stay valid for the weight gradient
+        self._cached = False
 
     def _chunks(self):
         for n0 in range(0, self.num, self.chunk):
             yield n0, min(self.num, n0 + self.chunk)
+
+    def _block(self, name, shape, dtype):
+        """A scratch array of ``shape`` kept between calls (a batched chunk's GEMM operands)."""
+        buf = getattr(self, name, None)
+        size = prod(shape)
+        if (buf is None or buf.size < size or buf.dtype != dtype
+                or not isinstance(buf, self.xp.ndarray)):
+            buf = self.xp.empty(size, dtype=dtype)
+            setattr(self, name, buf)
+        return buf[:size].reshape(shape)
 
     def _grouped_weight(self):
         g = self.group
