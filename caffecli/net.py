@@ -4,6 +4,7 @@ Follows Caffe's net.cpp: NetStateRule filtering, automatic splits, in-place tops
 need-backward inference, parameter sharing by name, and the set-up log lines. Each layer, blob
 and parameter is one small record; the pycaffe surface lives in caffecli.pycaffe.
 """
+import collections
 
 import numpy
 
@@ -352,9 +353,14 @@ class Net:
         else:
             self.copy_from_net_param(source)
 
-    def copy_from_net_param(self, param, source="<weights>"):
+    def copy_from_net_param(self, param, source="<weights>", values=None):
+        """Copy parameters by layer name from a NetParameter; ``values`` (a caffemodel's
+        BlobValues) holds blob values cut out of ``param``, copied straight into the blobs."""
         param = upgrade_net_as_needed(param, source)
+        seen = collections.Counter()
         for lp in param.layer:
+            occurrence = seen[lp.name]
+            seen[lp.name] += 1
             lid = self.layer_names_index.get(lp.name)
             if lid is None:
                 self._info(769, "Ignoring source layer " + lp.name)
@@ -372,7 +378,8 @@ class Net:
                         "net, rename the layer." % (source, j, lp.name,
                                                     shape_string(Blob.proto_shape(proto)),
                                                     blob.shape_string()))
-                blob.from_proto(proto, reshape=False)
+                blob.from_proto(proto, reshape=False,
+                                values=None if values is None else values.get(lp.name, occurrence, j))
 
     def share_trained_layers_with(self, other):
         """Make this net's parameters use ``other``'s storage (test nets share the train net's)."""
