@@ -59,3 +59,47 @@ def test_gemm_stack_runs_each_group():
     out = numpy.zeros((3, 2, 5))
     gemm_stack(numpy, a, b, out, accumulate=True)
     numpy.testing.assert_allclose(out, numpy.matmul(a, b), rtol=1e-12)
+
+
+def test_threads_follow_omp_num_threads_then_affinity(monkeypatch):
+    import os
+    from caffecli.kernels import threads
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert threads.num_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "")
+    assert threads.num_threads() == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("text,shape", [
+    ('type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }', (5, 3, 9, 8)),
+    ('type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 }', (5, 3, 9, 8)),
+    ('type: "LRN" lrn_param { local_size: 5 alpha: 0.1 beta: 0.75 }', (5, 7, 4, 3)),
+    ('type: "ReLU"', (5, 3, 4, 4)),
+    ('type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 pad: 1 '
+     'weight_filler { type: "gaussian" std: 0.3 } }', (3, 5, 6, 6)),
+    ('type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2 '
+     'weight_filler { type: "gaussian" std: 0.3 } }', (3, 5, 9, 8)),
+])
+def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
+    """Layers whose host work is split across threads: one part or many, the same values."""
+    from caffecli import context
+    from caffecli.blob import Blob
+    from caffecli.kernels import threads
+    from gradcheck import make_layer
+    x = R.randn(*shape).astype(numpy.float32)
+    results = []
+    for count, min_part in (("1", 1 << 30), ("3", 1)):
+        monkeypatch.setenv("OMP_NUM_THREADS", count)
+        monkeypatch.setattr(threads, "MIN_PART_ELEMENTS", min_part)
+        context.set_random_seed(4)
+        layer = make_layer(text)
+        bottom, top = [Blob(shape)], [Blob()]
+        bottom[0].data[...] = x
+        layer.SetUp(bottom, top)
+        layer.Forward(bottom, top)
+        top[0].diff[...] = numpy.linspace(-1, 1, top[0].count).reshape(top[0].shape)
+        layer.Backward(top, [True], bottom)
+        results.append((top[0].data.copy(), bottom[0].diff.copy()))
+    (y1, dx1), (y3, dx3) = results
+    assert numpy.array_equal(y1, y3) and numpy.array_equal(dx1, dx3)
+    assert numpy.abs(dx1).sum() > 0

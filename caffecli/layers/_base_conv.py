@@ -6,6 +6,7 @@ import numpy
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import im2col as ic
+from ..kernels.threads import for_parts
 from ..layer import Layer
 
 COL_CHUNK_ELEMENTS = 1 << 25  # cap on the column buffer (elements); larger batches go in chunks
@@ -101,40 +102,50 @@ class ColumnMaker:
         return pool.get(xp, self.buf_lead, self.buf_spatial + (n,), dtype)
 
     def im2col(self, xp, x):
-        """x: (n, C, *img) -> contiguous columns (C, *kernel, *grid, n)."""
+        """x: (n, C, *img) -> contiguous columns (C, *kernel, *grid, n); channels split across
+        threads."""
         n = x.shape[0]
         buf = self._buffer(self._pad_in, xp, n, x.dtype)
         shape = ((self.channels,) + tuple(self.kernel) + tuple(self.grid_shape) + (n,))
         col = self.column_buffer(xp, shape, x.dtype)
-        if self.phased:
-            xb, all_c = self._batch_last(x), (slice(None),)
-            for phase, grid, img in self.interior:
-                buf[phase + all_c + grid] = xb[all_c + img]
-            for k, (phase, grid) in self.offsets:
-                col[all_c + k] = buf[phase + all_c + grid]
-        else:
-            ic.interior(buf, self.pad, self.img_shape, lead_axes=1)[...] = self._batch_last(x)
-            col[...] = ic.windows(xp, buf, self.kernel, self.stride, self.dilation,
-                                  self.grid_shape, lead_axes=1, trail_axes=1)
+        xb = self._batch_last(x)
+
+        def part(c0, c1):
+            cs = (slice(c0, c1),)
+            if self.phased:
+                for phase, grid, img in self.interior:
+                    buf[phase + cs + grid] = xb[cs + img]
+                for k, (phase, grid) in self.offsets:
+                    col[cs + k] = buf[phase + cs + grid]
+            else:
+                ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=1)[...] = xb[cs]
+                col[cs] = ic.windows(xp, buf[cs], self.kernel, self.stride, self.dilation,
+                                     self.grid_shape, lead_axes=1, trail_axes=1)
+        for_parts(xp, part, self.channels, col.size)
         self.last_col = col
         return col
 
     def col2im(self, xp, col, out):
-        """col: (C, *kernel, *grid, n) -> out (n, C, *img) = sum of the windows (set)."""
+        """col: (C, *kernel, *grid, n) -> out (n, C, *img) = sum of the windows (set);
+        channels split across threads."""
         n = col.shape[-1]
         buf = self._buffer(self._pad_out, xp, n, col.dtype)
-        buf[...] = 0
-        if self.phased:  # adds in kernel-offset order, as Caffe's col2im
-            all_c, ob = (slice(None),), self._batch_last(out)
-            for k, (phase, grid) in self.offsets:
-                buf[phase + all_c + grid] += col[all_c + k]
-            for phase, grid, img in self.interior:
-                ob[all_c + img] = buf[phase + all_c + grid]
-        else:
-            ic.col2im_add(buf, col, self.kernel, self.stride, self.dilation, self.grid_shape,
-                          lead_axes=1, trail_axes=1)
-            self._batch_last(out)[...] = ic.interior(buf, self.pad, self.img_shape,
-                                                     lead_axes=1)
+        ob = self._batch_last(out)
+
+        def part(c0, c1):
+            cs = (slice(c0, c1),)
+            if self.phased:  # adds in kernel-offset order, as Caffe's col2im
+                buf[(slice(None),) * len(self.stride) + cs] = 0
+                for k, (phase, grid) in self.offsets:
+                    buf[phase + cs + grid] += col[cs + k]
+                for phase, grid, img in self.interior:
+                    ob[cs + img] = buf[phase + cs + grid]
+            else:
+                buf[cs] = 0
+                ic.col2im_add(buf[cs], col[cs], self.kernel, self.stride, self.dilation,
+                              self.grid_shape, lead_axes=1, trail_axes=1)
+                ob[cs] = ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=1)
+        for_parts(xp, part, self.channels, col.size)
         return out
 
 
