@@ -258,16 +258,6 @@ class BaseConvolutionLayer(Layer):
         for n0 in range(0, self.num, self.chunk):
             yield n0, min(self.num, n0 + self.chunk)
 
-    def _block(self, name, shape, dtype):
-        """A scratch array of ``shape`` kept between calls (a batched chunk's GEMM operands)."""
-        buf = getattr(self, name, None)
-        size = prod(shape)
-        if (buf is None or buf.size < size or buf.dtype != dtype
-                or not isinstance(buf, self.xp.ndarray)):
-            buf = self.xp.empty(size, dtype=dtype)
-            setattr(self, name, buf)
-        return buf[:size].reshape(shape)
-
     def _grouped_weight(self):
         g = self.group
         return self.weights[0].data.reshape(g, self.conv_out // g, self.kernel_dim)

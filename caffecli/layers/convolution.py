@@ -41,7 +41,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 if nb == 1:
                     gemm_stack(xp, w, col, y[n0].reshape(g, m // g, P))
                 else:
-                    out = gemm_stack(xp, w, col, self._block("_out", (g, m // g, P * nb),
+                    out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb),
                                                              col.dtype))
                     y[n0:n1] = out.reshape(m, P, nb).transpose(2, 0, 1)
             if self.bias_term:
@@ -68,7 +68,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 if nb == 1:
                     dyt = dy[n0].reshape(g, m // g, P)
                 else:
-                    dyt = self._block("_out", (g, m // g, P * nb), dy.dtype)
+                    dyt = self.scratch("_out", (g, m // g, P * nb), dy.dtype)
                     dyt.reshape(m, P, nb)[...] = dy[n0:n1].transpose(1, 2, 0)
                 col = None
                 if need_w:

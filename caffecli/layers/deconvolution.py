@@ -64,6 +64,6 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                     gemm_stack(xp, self._batch_last(x, n0, n1), col.transpose(0, 2, 1), wdiff,
                                accumulate=True)
                 if down:
-                    out = gemm_stack(xp, w, col, self._block("_out", (self.group, c // self.group,
+                    out = gemm_stack(xp, w, col, self.scratch("_out", (self.group, c // self.group,
                                                                       Pin * nb), col.dtype))
                     dx[n0:n1] = out.reshape(c, Pin, nb).transpose(2, 0, 1)

@@ -55,7 +55,7 @@ class LRNLayer(Layer):
         x = bottom[0].data
         dt = x.dtype.type
         if self.across:
-            self.scale = xp.empty_like(x)
+            self.scale = self.scratch("scale", x.shape, x.dtype)
             y = top[0].data
 
             def part(a, b):

@@ -106,7 +106,7 @@ class PoolingLayer(Layer):
         xp, y = self.xp, top[0].data
         mask = top[1].data if len(top) > 1 else None
         if pool == PP.MAX:
-            self.arg = xp.empty(y.shape, dtype=numpy.int32)
+            self.arg = self.scratch("arg", y.shape, numpy.int32)
 
         def part(a, b):
             if pool == PP.AVE:
