@@ -288,7 +288,6 @@ def main(argv=None):
         print("%-10s %6d %10.1f %10.1f %6.2fx %10.1f %7.2fx %9.1f %10s" % (
             name, net.input_blobs[0].shape[0], mine, other, mine / other, limit, mine / limit,
             peak_alloc_mb(net), "-" if real is None else "%.1f" % real))
-        del net, twin
     with tempfile.TemporaryDirectory() as tmp:
         weights = caffenet_weights(tmp)
         print("CaffeNet deploy + %.0f MB weights, build and load: %.3f s (median of 5)"

@@ -204,9 +204,11 @@ class Blob:
 
     def _overwritten(self, role):
         """The host array of ``role`` for a caller that writes every value: no pending fill
-        runs and no device copy is fetched first."""
+        runs and no device copy is fetched first (unless the memory holds more than the blob
+        shows, whose rest must stay current)."""
         mem = self._data_mem if role == "data" else self._diff_mem
-        return mem.overwrite_cpu_data()[:self._count].reshape(self._shape)
+        flat = mem.overwrite_cpu_data() if mem.size == self._count else mem.mutable_cpu_data()
+        return flat[:self._count].reshape(self._shape)
 
     def initialize_data(self, write):
         """Have ``write(flat host array)`` set the data: when first read, or now if in use."""

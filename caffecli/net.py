@@ -378,8 +378,8 @@ class Net:
                         "net, rename the layer." % (source, j, lp.name,
                                                     shape_string(Blob.proto_shape(proto)),
                                                     blob.shape_string()))
-                blob.from_proto(proto, reshape=False,
-                                values=None if values is None else values.get(lp.name, occurrence, j))
+                given = None if values is None else values.get(lp.name, occurrence, j)
+                blob.from_proto(proto, reshape=False, values=given)
 
     def share_trained_layers_with(self, other):
         """Make this net's parameters use ``other``'s storage (test nets share the train net's)."""

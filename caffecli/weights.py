@@ -8,7 +8,6 @@ import os
 import numpy
 
 from .errors import CaffeError
-from .proto import caffe_pb2
 from .proto.caffemodel import open_caffemodel
 from .proto.io import write_binary, write_bytes_atomic
 
