@@ -33,6 +33,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 sys.path.insert(0, ROOT)
 from caffecli import context  # noqa: E402
+from caffecli.kernels.threads import num_threads  # noqa: E402
 from caffecli.net import Net, TRAIN  # noqa: E402
 from caffecli.proto.io import read_net_param  # noqa: E402
 
@@ -262,7 +263,7 @@ def main(argv=None):
     except ImportError:
         raise SystemExit("PyTorch is needed for the comparison: pip install torch (CPU wheel)")
     model, cores = machine()
-    torch.set_num_threads(cores)
+    torch.set_num_threads(num_threads())  # as caffecli's: OMP_NUM_THREADS, else the affinity
     rate = sgemm_gflops()
     print("machine: %s, %d cores (OMP_NUM_THREADS=%s); torch %s, %d threads"
           % (model, cores, os.environ.get("OMP_NUM_THREADS", "unset"), torch.__version__,

@@ -124,10 +124,12 @@ def test_convolution_batch_chunks_match(monkeypatch):
     numpy.testing.assert_allclose(bottom[0].diff, ref_bottom[0].diff, rtol=1e-12)
 
 
-def test_convolution_algorithms_agree_and_accumulate(monkeypatch):
+@pytest.mark.parametrize("params", ["num_output: 4 kernel_size: 3 pad: 1 group: 2",
+                                    "num_output: 4 kernel_size: 1 group: 2"])
+def test_convolution_algorithms_agree_and_accumulate(monkeypatch, params):
     """Per-image and batched GEMMs give the same top and gradients, and a second backward
     adds its weight gradient to the first (Caffe's accumulation)."""
-    text, x = conv("num_output: 4 kernel_size: 3 pad: 1 group: 2"), R.randn(3, 4, 6, 5)
+    text, x = conv(params), R.randn(3, 4, 6, 5)
     dy = None
     results = []
     for per_image_from in (1, 10 ** 9):

@@ -240,14 +240,14 @@ class BaseConvolutionLayer(Layer):
 
     def _choose_algorithm(self):
         """How the GEMMs run for this shape, decided once per reshape (deterministically, so
-        every run sums in the same order): a 1x1 convolution (stride 1, no pad) is a plain GEMM
-        per image on the input itself; a large output map gets im2col and GEMMs per image, as
-        Caffe; a small one gets one GEMM over a chunk of images, whose batch-innermost columns
-        make a wide enough product to keep BLAS busy."""
+        every run sums in the same order): a large output map gets GEMMs per image, as Caffe;
+        a small one gets one GEMM over a chunk of images, whose batch-innermost columns make a
+        wide enough product to keep BLAS busy. A 1x1 convolution (stride 1, no pad) needs no
+        im2col: its columns are the input itself (per image) or its transpose (a chunk)."""
         self.pointwise = (not self.reverse and all(k == 1 for k in self.kernel)
                           and all(s == 1 for s in self.stride) and not any(self.pad))
         per_item = self.kernel_dim * self.group * prod(self.cols.grid_shape)
-        if self.pointwise or prod(self.cols.grid_shape) >= PER_IMAGE_MIN_POSITIONS:
+        if prod(self.cols.grid_shape) >= PER_IMAGE_MIN_POSITIONS:
             self.chunk = 1
         else:
             self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(per_item, 1)))

@@ -20,9 +20,20 @@ class ConvolutionLayer(BaseConvolutionLayer):
     def _columns(self, x, n0, n1):
         """The (g, kernel_dim, P * nb) columns of images n0..n1 (for 1x1 kernels, the input)."""
         shape = (self.group, self.kernel_dim, prod(self.out_shape) * (n1 - n0))
-        if self.pointwise:
+        if not self.pointwise:
+            return self.cols.im2col(self.xp, x[n0:n1]).reshape(shape)
+        if n1 - n0 == 1:
             return x[n0].reshape(shape)
-        return self.cols.im2col(self.xp, x[n0:n1]).reshape(shape)
+        col = self.cols.column_buffer(self.xp, shape, x.dtype)
+        self._batch_last(x[n0:n1], col)
+        self.cols.last_col = col
+        return col
+
+    def _batch_last(self, images, out):
+        """out (C, P * nb) = images (nb, C, *spatial) with the batch innermost."""
+        nb = images.shape[0]
+        out.reshape(self.channels, -1, nb)[...] = images.reshape(
+            nb, self.channels, -1).transpose(1, 2, 0)
 
     def _image_shape(self):
         return (self.num, self.channels) + tuple(self.in_shape)
@@ -46,7 +57,10 @@ class ConvolutionLayer(BaseConvolutionLayer):
                     y[n0:n1] = out.reshape(m, P, nb).transpose(2, 0, 1)
             if self.bias_term:
                 y += self.weights[1].data.reshape(1, m, 1)
-        self._cached = len(bottom) == 1 and self.chunk >= self.num and not self.pointwise
+        # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
+        # single image has none: its input is its columns)
+        self._cached = (len(bottom) == 1 and self.chunk >= self.num
+                        and not (self.pointwise and self.num == 1))
 
     def backward(self, top, propagate_down, bottom):
         xp = self.xp
@@ -77,12 +91,16 @@ class ConvolutionLayer(BaseConvolutionLayer):
                     gemm_stack(xp, dyt, col.transpose(0, 2, 1), wdiff, accumulate=True)
                 if not down:
                     continue
-                if self.pointwise:
+                if self.pointwise and nb == 1:
                     gemm_stack(xp, wt, dyt, dx[n0].reshape(g, self.kernel_dim, P))
                     continue
                 # the input gradient's columns overwrite the forward's (Caffe's col_buffer)
                 dcol = gemm_stack(xp, wt, dyt, self.cols.column_buffer(
                     xp, (g, self.kernel_dim, P * nb), dy.dtype))
                 self._cached = False
+                if self.pointwise:
+                    dx[n0:n1] = dcol.reshape(self.channels, P, nb).transpose(2, 0, 1).reshape(
+                        dx[n0:n1].shape)
+                    continue
                 shape = (self.channels,) + tuple(self.kernel) + tuple(self.out_shape) + (nb,)
                 self.cols.col2im(xp, dcol.reshape(shape), dx[n0:n1])
