@@ -5,9 +5,18 @@ gradient accumulates into its diff in place, with no product-sized temporary; an
 Fortran-ordered operand is handed over as-is (a C-ordered matrix is a transposed Fortran one).
 Device arrays (and host operands BLAS cannot take without a copy) use ``xp.matmul``: the
 reference path.
+
+BLAS's worker threads spin for about 2^28 cycles (~0.1 s) after each call before they sleep,
+taking the cores from the threads that run the non-GEMM work next (kernels/threads.py); unless
+the user says otherwise, OPENBLAS_THREAD_TIMEOUT=16 (2^16 cycles) is set before scipy's BLAS
+loads: GoogLeNet forward-backward on 2 cores, 3.54 s -> 2.97 s.
 """
+import os
+
 import numpy
-from scipy.linalg import blas
+
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
+from scipy.linalg import blas  # noqa: E402  (reads the variable when it loads)
 
 _GEMM = {numpy.dtype(numpy.float32): blas.sgemm, numpy.dtype(numpy.float64): blas.dgemm}
 
