@@ -258,6 +258,14 @@ class BaseConvolutionLayer(Layer):
         for n0 in range(0, self.num, self.chunk):
             yield n0, min(self.num, n0 + self.chunk)
 
+    def _batch_innermost(self, x, n0, n1, name):
+        """Images n0..n1 of x (n, c, *spatial) as a (g, c/g, P * nb) stack with the batch
+        innermost, in the scratch buffer ``name`` (a chunk's GEMM operand)."""
+        nb, c = n1 - n0, x.shape[1]
+        out = self.scratch(name, (self.group, c // self.group, x[0, 0].size * nb), x.dtype)
+        out.reshape(c, -1, nb)[...] = x[n0:n1].reshape(nb, c, -1).transpose(1, 2, 0)
+        return out
+
     def _grouped_weight(self):
         g = self.group
         return self.weights[0].data.reshape(g, self.conv_out // g, self.kernel_dim)

@@ -24,16 +24,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
             return self.cols.im2col(self.xp, x[n0:n1]).reshape(shape)
         if n1 - n0 == 1:
             return x[n0].reshape(shape)
-        col = self.cols.column_buffer(self.xp, shape, x.dtype)
-        self._batch_last(x[n0:n1], col)
-        self.cols.last_col = col
-        return col
-
-    def _batch_last(self, images, out):
-        """out (C, P * nb) = images (nb, C, *spatial) with the batch innermost."""
-        nb = images.shape[0]
-        out.reshape(self.channels, -1, nb)[...] = images.reshape(
-            nb, self.channels, -1).transpose(1, 2, 0)
+        self.cols.last_col = self._batch_innermost(x, n0, n1, "_in")
+        return self.cols.last_col
 
     def _image_shape(self):
         return (self.num, self.channels) + tuple(self.in_shape)

@@ -17,12 +17,6 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 zip(in_shape, self.stride, ic.kernel_extent(self.kernel, self.dilation),
                     self.pad)]
 
-    def _batch_last(self, x, n0, n1):
-        """x[n0:n1] (n, c, Pin) as a contiguous (g, c/g, Pin*n) matrix stack."""
-        c = self.channels
-        return self.xp.ascontiguousarray(x[n0:n1].transpose(1, 2, 0)).reshape(
-            self.group, c // self.group, -1)
-
     def forward(self, bottom, top):
         xp = self.xp
         c, m = self.channels, self.num_output
@@ -33,7 +27,8 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             y = t.data.reshape((self.num, m) + tuple(self.out_shape))
             for n0, n1 in self._chunks():
                 nb = n1 - n0
-                col = gemm_stack(xp, w.transpose(0, 2, 1), self._batch_last(x, n0, n1),
+                col = gemm_stack(xp, w.transpose(0, 2, 1),
+                                 self._batch_innermost(x, n0, n1, "_in"),
                                  self.cols.column_buffer(xp, (self.group, self.kernel_dim,
                                                               Pin * nb), x.dtype))
                 shape = (m,) + tuple(self.kernel) + tuple(self.in_shape) + (nb,)
@@ -61,8 +56,8 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 col = self.cols.im2col(xp, dy[n0:n1]).reshape(self.group, self.kernel_dim,
                                                               Pin * nb)
                 if need_w:
-                    gemm_stack(xp, self._batch_last(x, n0, n1), col.transpose(0, 2, 1), wdiff,
-                               accumulate=True)
+                    gemm_stack(xp, self._batch_innermost(x, n0, n1, "_in"),
+                               col.transpose(0, 2, 1), wdiff, accumulate=True)
                 if down:
                     out = gemm_stack(xp, w, col, self.scratch("_out", (self.group, c // self.group,
                                                                       Pin * nb), col.dtype))
