@@ -191,7 +191,7 @@ class Blob:
 
     @data.setter
     def data(self, value):
-        self._overwritten("data")[...] = value
+        self._assign("data", value)
 
     @property
     def diff(self):
@@ -200,7 +200,17 @@ class Blob:
 
     @diff.setter
     def diff(self, value):
-        self._overwritten("diff")[...] = value
+        self._assign("diff", value)
+
+    def _assign(self, role, value):
+        """Set every value of ``role``; a value of a shape that cannot fill the blob fails as
+        numpy's assignment does, with the blob's values (wherever they live) untouched."""
+        try:
+            fits = numpy.broadcast_shapes(numpy.shape(value), self._shape) == self._shape
+        except ValueError:
+            fits = False
+        target = self._overwritten(role) if fits else self._shaped(role, CPU, True)
+        target[...] = value
 
     def _overwritten(self, role):
         """The host array of ``role`` for a caller that writes every value: no pending fill

@@ -111,3 +111,17 @@ def test_filled_values_do_not_depend_on_when_they_are_read():
     numpy.testing.assert_array_equal(first["ip2", 0], later)
     numpy.testing.assert_array_equal(first["ip", 0], b.layer_by_name("ip").blobs[0].data)
     assert first["ip", 0].std() > 0.3 and (numpy.abs(first["ip", 1]) <= 1).all()
+
+
+def test_assigning_a_wrong_shape_leaves_the_values(standin):
+    """blob.data = x writes every value without fetching the device copy first; a value that
+    cannot fill the blob fails and the device's values stay the blob's."""
+    from caffecli.blob import Blob
+    blob = Blob((2, 3))
+    blob.data = numpy.arange(6).reshape(2, 3)
+    blob.mutable_gpu_data()[...] = standin.asarray(numpy.full((2, 3), 7.0, numpy.float32))
+    with pytest.raises(ValueError):
+        blob.data = numpy.ones((3, 2))
+    assert (blob.data == 7).all()
+    blob.diff = 2.5
+    assert (blob.diff == 2.5).all()
