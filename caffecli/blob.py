@@ -191,7 +191,7 @@ class Blob:
 
     @data.setter
     def data(self, value):
-        self._shaped("data", CPU, True)[...] = value
+        self._assign("data", value)
 
     @property
     def diff(self):
@@ -200,7 +200,30 @@ class Blob:
 
     @diff.setter
     def diff(self, value):
-        self._shaped("diff", CPU, True)[...] = value
+        self._assign("diff", value)
+
+    def _assign(self, role, value):
+        """Set every value of ``role``; a value of a shape that cannot fill the blob fails as
+        numpy's assignment does, with the blob's values (wherever they live) untouched."""
+        try:
+            fits = numpy.broadcast_shapes(numpy.shape(value), self._shape) == self._shape
+        except ValueError:
+            fits = False
+        target = self._overwritten(role) if fits else self._shaped(role, CPU, True)
+        target[...] = value
+
+    def _overwritten(self, role):
+        """The host array of ``role`` for a caller that writes every value: no pending fill
+        runs and no device copy is fetched first (unless the memory holds more than the blob
+        shows, whose rest must stay current)."""
+        mem = self._data_mem if role == "data" else self._diff_mem
+        flat = mem.overwrite_cpu_data() if mem.size == self._count else mem.mutable_cpu_data()
+        return flat[:self._count].reshape(self._shape)
+
+    def initialize_data(self, write):
+        """Have ``write(flat host array)`` set the data: when first read, or now if in use."""
+        count = self._count
+        self._data_mem.initialize(lambda flat: write(flat[:count]))
 
     def at(self, side, write_data=True, write_diff=True):
         """This blob as code running on ``side`` (CPU or GPU) sees it: ``data``/``diff`` are
@@ -300,8 +323,9 @@ class Blob:
         return (self.legacy_shape(-4), self.legacy_shape(-3), self.legacy_shape(-2),
                 self.legacy_shape(-1)) == self.proto_shape(proto) if self.num_axes else False
 
-    def from_proto(self, proto, reshape=True):
-        """Load data (and diff, when present) from a BlobProto."""
+    def from_proto(self, proto, reshape=True, values=None):
+        """Load data (and diff, when present) from a BlobProto, or from ``values`` ({"data":
+        array, "diff": array}, a caffemodel's values read apart from their proto)."""
         shape = self.proto_shape(proto)
         if reshape:
             self.reshape(shape)
@@ -310,13 +334,16 @@ class Blob:
                              "reshape not allowed" % (self.shape_string(), shape_string(shape)))
         for src_f, src_d, target in (("data", "double_data", "data"),
                                      ("diff", "double_diff", "diff")):
-            values = getattr(proto, src_d) or getattr(proto, src_f)
-            if len(values):
-                if len(values) != self._count:
+            given = (values or {}).get(target)
+            if given is None:
+                given = getattr(proto, src_d) or getattr(proto, src_f)
+            if len(given):
+                if len(given) != self._count:
                     raise CaffeError("blob proto has %d values for shape %s"
-                                     % (len(values), self.shape_string()))
-                arr = numpy.asarray(values, dtype=self.dtype).reshape(self._shape)
-                self._shaped(target, CPU, True)[...] = arr
+                                     % (len(given), self.shape_string()))
+                if not isinstance(given, numpy.ndarray):
+                    given = numpy.asarray(given, dtype=self.dtype)
+                self._overwritten(target)[...] = given.reshape(self._shape)
         return self
 
     def to_proto(self, proto=None, write_diff=False, double=False):

@@ -98,6 +98,16 @@ class Layer:
     def allow_force_backward(self, bottom_index):
         return True
 
+    def scratch(self, name, shape, dtype):
+        """An array of ``shape`` on this call's side, kept between calls under ``name`` (GEMM
+        operands, pooling winners): hot paths allocate nothing once shapes settle."""
+        buffers = self.__dict__.setdefault("_scratch", {})
+        buf, size = buffers.get(name), math.prod(shape)
+        if (buf is None or buf.size < size or buf.dtype != dtype
+                or not isinstance(buf, self.xp.ndarray)):
+            buf = buffers[name] = self.xp.empty(size, dtype=dtype)
+        return buf[:size].reshape(shape)
+
     def explain_nonfinite_loss(self):
         """Called when this layer's loss comes back NaN or infinite: raise if bad input (not
         the numbers) is why. Label-reading losses check labels they deferred on the device."""

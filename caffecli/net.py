@@ -2,6 +2,8 @@
 and backward, with Caffe's debug lines and its ways of copying and sharing trained weights.
 The pycaffe surface over it lives in caffecli.pycaffe.
 """
+import collections
+
 import numpy
 
 from . import context, glog
@@ -145,9 +147,14 @@ class Net:
         else:
             self.copy_from_net_param(source)
 
-    def copy_from_net_param(self, param, source="<weights>"):
+    def copy_from_net_param(self, param, source="<weights>", values=None):
+        """Copy parameters by layer name from a NetParameter; ``values`` (a caffemodel's
+        BlobValues) holds blob values cut out of ``param``, copied straight into the blobs."""
         param = upgrade_net_as_needed(param, source)
+        seen = collections.Counter()
         for lp in param.layer:
+            occurrence = seen[lp.name]
+            seen[lp.name] += 1
             lid = self.layer_names_index.get(lp.name)
             if lid is None:
                 self._info(769, "Ignoring source layer " + lp.name)
@@ -165,7 +172,8 @@ class Net:
                         "net, rename the layer." % (source, j, lp.name,
                                                     shape_string(Blob.proto_shape(proto)),
                                                     blob.shape_string()))
-                blob.from_proto(proto, reshape=False)
+                given = None if values is None else values.get(lp.name, occurrence, j)
+                blob.from_proto(proto, reshape=False, values=given)
 
     def share_trained_layers_with(self, other):
         """Make this net's parameters use ``other``'s storage (test nets share the train net's)."""

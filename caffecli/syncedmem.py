@@ -2,7 +2,9 @@
 
 As Caffe's syncedmem.cpp: the head says which copy is current (uninitialized, at the host, at the
 device, or both synced); ``cpu_data``/``gpu_data`` copy only when the other side is newer, and
-``mutable_*`` move the head to the side that will be written. New memory reads as zeros.
+``mutable_*`` move the head to the side that will be written. New memory reads as zeros, or as
+what a pending initializer (a filler) writes when it is first read; ``overwrite_cpu_data`` is for
+a writer of every value (loading weights), which neither initializes nor copies first.
 """
 import numpy
 
@@ -14,7 +16,7 @@ UNINITIALIZED, HEAD_AT_CPU, HEAD_AT_GPU, SYNCED = "uninitialized", "at_cpu", "at
 class SyncedMemory:
     """``size`` values of ``dtype``; the host copy is numpy, the device copy the device module's."""
 
-    __slots__ = ("size", "dtype", "cpu", "gpu", "head")
+    __slots__ = ("size", "dtype", "cpu", "gpu", "head", "init")
 
     def __init__(self, size, dtype):
         self.size = int(size)
@@ -22,10 +24,23 @@ class SyncedMemory:
         self.cpu = None
         self.gpu = None
         self.head = UNINITIALIZED
+        self.init = None
+
+    def initialize(self, write):
+        """Have ``write(host array)`` set the values: when first read, or now if in use."""
+        if self.head == UNINITIALIZED:
+            self.init = write
+        else:
+            write(self.mutable_cpu_data())
 
     def to_cpu(self):
         if self.head == UNINITIALIZED:
-            self.cpu = numpy.zeros(self.size, self.dtype)
+            if self.init is None:
+                self.cpu = numpy.zeros(self.size, self.dtype)
+            else:
+                self.cpu = numpy.empty(self.size, self.dtype)
+                self.init, write = None, self.init
+                write(self.cpu)
             self.head = HEAD_AT_CPU
         elif self.head == HEAD_AT_GPU:
             if self.cpu is None:
@@ -34,6 +49,8 @@ class SyncedMemory:
             self.head = SYNCED
 
     def to_gpu(self):
+        if self.head == UNINITIALIZED and self.init is not None:
+            self.to_cpu()  # initializers write host values
         if self.head == UNINITIALIZED:
             self.gpu = backend.device_module().zeros(self.size, self.dtype)
             self.head = HEAD_AT_GPU
@@ -46,6 +63,15 @@ class SyncedMemory:
     def cpu_data(self):
         """The host copy, current; read it only (the head stays where it is, or becomes synced)."""
         self.to_cpu()
+        return self.cpu
+
+    def overwrite_cpu_data(self):
+        """The host copy for writing every value: a pending initializer is dropped and nothing
+        is copied from the device; the device copy is stale from now on."""
+        if self.cpu is None:
+            self.cpu = numpy.zeros(self.size, self.dtype)  # fresh zero pages: no pass over them
+        self.init = None
+        self.head = HEAD_AT_CPU
         return self.cpu
 
     def gpu_data(self):

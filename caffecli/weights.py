@@ -10,8 +10,8 @@ import numpy
 
 from .blob import shape_string
 from .errors import CaffeError, first_line
-from .proto import caffe_pb2
-from .proto.io import read_binary, write_binary, write_bytes_atomic
+from .proto.caffemodel import open_caffemodel
+from .proto.io import write_binary, write_bytes_atomic
 
 
 def is_hdf5(path):
@@ -31,8 +31,8 @@ def load_weights(net, path):
     if is_hdf5(path):
         _load_hdf5(net, path)
     else:
-        param = read_binary(path, caffe_pb2.NetParameter(), "caffemodel")
-        net.copy_from_net_param(param, path)
+        with open_caffemodel(path) as (param, values):
+            net.copy_from_net_param(param, path, values)
 
 
 def _load_hdf5(net, path):
@@ -81,7 +81,7 @@ def _load_hdf5_layer(net, path, lname, group):
                 "%s: cannot copy param %d weights from layer '%s'; shape mismatch.  "
                 "Source param shape is %s; target param shape is %s"
                 % (path, j, lname, shape_string(arr.shape), blob.shape_string()))
-        blob.data[...] = arr
+        blob.data = arr
 
 
 def save_weights(net, path, write_diff=False):

@@ -56,10 +56,13 @@ def test_switching_modes_between_iterations_gives_the_same_numbers(tmp_path, sta
     mixed_losses, mixed_w = train(param, ["gpu", "cpu", "gpu", "gpu", "cpu", "gpu"])
     gpu_losses, gpu_w = train(param, ["gpu"] * 6)
     assert cpu_losses[-1] < cpu_losses[0]
-    # the stand-in computes with numpy: the same operations give the same bits
-    assert mixed_losses == cpu_losses and gpu_losses == cpu_losses
+    # the stand-in runs the written-once numpy path; the CPU's GEMMs go to BLAS directly
+    # (accumulating in place), so the two round differently, within float32's precision
+    numpy.testing.assert_allclose(mixed_losses, cpu_losses, rtol=1e-5)
+    numpy.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-5)
     for a, b, c in zip(cpu_w, mixed_w, gpu_w):
-        assert numpy.array_equal(a, b) and numpy.array_equal(a, c)
+        numpy.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
+        numpy.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-6)
 
 
 def test_gpu_mode_after_net_equals_a_net_built_on_the_gpu(standin):
@@ -77,7 +80,8 @@ def test_gpu_mode_after_net_equals_a_net_built_on_the_gpu(standin):
     assert built_on_cpu.blobs["prob"].data_head == "at_cpu"
     assert built_on_cpu.blobs["conv1"].data_head == "at_gpu"
     caffecli.set_mode_cpu()                        # and back: the device copies come home
-    assert numpy.array_equal(built_on_cpu.forward(data=x)["prob"], want)
+    # (the CPU's GEMMs are BLAS calls of their own: equal within float32's rounding)
+    numpy.testing.assert_allclose(built_on_cpu.forward(data=x)["prob"], want, rtol=1e-5)
 
 
 def test_host_writes_reach_the_device_before_the_next_forward(standin):
@@ -160,7 +164,7 @@ def test_a_python_layer_runs_on_host_copies_in_gpu_mode(tmp_path, monkeypatch, s
 
 def test_the_command_line_trains_on_the_standin_gpu_with_the_cpus_numbers(tmp_path):
     """``CAFFECLI_STANDIN_GPU=1 caffecli train -gpu 0`` runs every device path and ends with
-    the same weights, to the bit, as the CPU run."""
+    the CPU run's weights (to rounding: the CPU's GEMMs are BLAS calls of their own)."""
     import subprocess
     import sys
     from caffecli.proto.io import net_to_text
@@ -182,4 +186,4 @@ def test_the_command_line_trains_on_the_standin_gpu_with_the_cpus_numbers(tmp_pa
                            log=False)
         results[mode] = [p.data.copy() for p in net.engine.learnable_params]
     for a, b in zip(results["cpu"], results["gpu"]):
-        assert numpy.array_equal(a, b)
+        numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)

@@ -124,6 +124,58 @@ def test_convolution_batch_chunks_match(monkeypatch):
     numpy.testing.assert_allclose(bottom[0].diff, ref_bottom[0].diff, rtol=1e-12)
 
 
+@pytest.mark.parametrize("params", ["num_output: 4 kernel_size: 3 pad: 1 group: 2",
+                                    "num_output: 4 kernel_size: 1 group: 2"])
+def test_convolution_algorithms_agree_and_accumulate(monkeypatch, params):
+    """Per-image and batched GEMMs give the same top and gradients, and a second backward
+    adds its weight gradient to the first (Caffe's accumulation)."""
+    text, x = conv(params), R.randn(3, 4, 6, 5)
+    dy = None
+    results = []
+    for per_image_from in (1, 10 ** 9):
+        monkeypatch.setattr(base_conv, "PER_IMAGE_MIN_POSITIONS", per_image_from)
+        layer = make_layer(text)
+        bottom, top = [Blob(x.shape, dtype=numpy.float64)], [Blob(dtype=numpy.float64)]
+        bottom[0].data[...] = x
+        if results:
+            layer.blobs = results[0][0].blobs
+        layer.SetUp(bottom, top)
+        assert (layer.chunk == 1) == (per_image_from == 1)
+        layer.Forward(bottom, top)
+        dy = R.randn(*top[0].shape) if dy is None else dy
+        top[0].diff[...] = dy
+        layer.blobs[0].diff[...] = 0
+        layer.Backward(top, [True], bottom)
+        once = layer.blobs[0].diff.copy()
+        layer.Backward(top, [True], bottom)
+        numpy.testing.assert_allclose(layer.blobs[0].diff, 2 * once, rtol=1e-12)
+        results.append((layer, top[0].data.copy(), bottom[0].diff.copy(), once))
+    (_, y1, dx1, dw1), (_, y2, dx2, dw2) = results
+    numpy.testing.assert_allclose(y1, y2, rtol=1e-12)
+    numpy.testing.assert_allclose(dx1, dx2, rtol=1e-12)
+    numpy.testing.assert_allclose(dw1, dw2, rtol=1e-12)
+
+
+def test_pointwise_convolution_is_a_channel_product():
+    """A 1x1 convolution (GEMMs on the input itself, no columns) against einsum, groups 2."""
+    x = R.randn(3, 4, 5, 2)
+    layer, bottom, top = run(conv("num_output: 6 kernel_size: 1 group: 2"), x)
+    assert layer.pointwise
+    w = layer.blobs[0].data.reshape(2, 3, 2)
+    xg = x.reshape(3, 2, 2, 10)
+    want = numpy.einsum("gok,ngkp->ngop", w, xg).reshape(top[0].shape)
+    numpy.testing.assert_allclose(top[0].data, want + layer.blobs[1].data.reshape(1, 6, 1, 1),
+                                  rtol=1e-12)
+    dy = R.randn(*top[0].shape)
+    top[0].diff[...] = dy
+    layer.Backward(top, [True], bottom)
+    dyg = dy.reshape(3, 2, 3, 10)
+    numpy.testing.assert_allclose(bottom[0].diff.reshape(xg.shape),
+                                  numpy.einsum("gok,ngop->ngkp", w, dyg), rtol=1e-12)
+    numpy.testing.assert_allclose(layer.blobs[0].diff.reshape(w.shape),
+                                  numpy.einsum("ngop,ngkp->gok", dyg, xg), rtol=1e-12)
+
+
 @pytest.mark.parametrize("kernel,stride,pad,dilation,img", [
     ((3, 3), (2, 2), (1, 1), (1, 1), (7, 6)), ((4, 4), (2, 2), (1, 1), (1, 1), (9, 9)),
     ((2, 3), (3, 2), (0, 2), (2, 1), (8, 7)), ((1, 1), (2, 3), (0, 0), (1, 1), (5, 7)),

@@ -64,11 +64,13 @@ def weights(path):
             for i, b in enumerate(layer.blobs)}
 
 
-def assert_same_weights(a, b, atol=2e-6):
+def assert_same_weights(a, b, rtol=1e-4, atol=2e-6):
+    """Equal up to summation order: BLAS rounds a 2x32 and a 1x64 batch differently, and 200
+    training iterations carry that rounding along (seen: 3e-5 relative at most)."""
     wa, wb = weights(a), weights(b)
     assert sorted(wa) == sorted(wb) and len(wa) == 8  # LeNet: 4 layers, weights and biases
     for key in wa:
-        numpy.testing.assert_allclose(wa[key], wb[key], rtol=0, atol=atol, err_msg=str(key))
+        numpy.testing.assert_allclose(wa[key], wb[key], rtol=rtol, atol=atol, err_msg=str(key))
 
 
 def lenet_files(folder, batch, prefix, **solver):

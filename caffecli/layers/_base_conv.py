@@ -6,9 +6,11 @@ import numpy
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import im2col as ic
+from ..kernels.threads import for_parts
 from ..layer import Layer
 
 COL_CHUNK_ELEMENTS = 1 << 25  # cap on the column buffer (elements); larger batches go in chunks
+PER_IMAGE_MIN_POSITIONS = 1024  # output maps at least this large take GEMMs per image
 
 
 def prod(seq):
@@ -84,11 +86,13 @@ class ColumnMaker:
         else:
             self.buf_lead, self.buf_spatial = (channels,), tuple(self.padded)
 
-    def _col_buffer(self, xp, size, dtype):
+    def column_buffer(self, xp, shape, dtype):
+        """The column buffer (kept between calls) as an array of ``shape``."""
+        size = prod(shape)
         if (self._col is None or self._col.size < size or self._col.dtype != dtype
                 or not isinstance(self._col, xp.ndarray)):
             self._col = xp.empty(size, dtype=dtype)
-        return self._col[:size]
+        return self._col[:size].reshape(shape)
 
     def _batch_last(self, a):
         """(n, C, *sp) -> (C, *sp, n) view."""
@@ -98,40 +102,50 @@ class ColumnMaker:
         return pool.get(xp, self.buf_lead, self.buf_spatial + (n,), dtype)
 
     def im2col(self, xp, x):
-        """x: (n, C, *img) -> contiguous columns (C, *kernel, *grid, n)."""
+        """x: (n, C, *img) -> contiguous columns (C, *kernel, *grid, n); channels split across
+        threads."""
         n = x.shape[0]
         buf = self._buffer(self._pad_in, xp, n, x.dtype)
         shape = ((self.channels,) + tuple(self.kernel) + tuple(self.grid_shape) + (n,))
-        col = self._col_buffer(xp, prod(shape), x.dtype).reshape(shape)
-        if self.phased:
-            xb, all_c = self._batch_last(x), (slice(None),)
-            for phase, grid, img in self.interior:
-                buf[phase + all_c + grid] = xb[all_c + img]
-            for k, (phase, grid) in self.offsets:
-                col[all_c + k] = buf[phase + all_c + grid]
-        else:
-            ic.interior(buf, self.pad, self.img_shape, lead_axes=1)[...] = self._batch_last(x)
-            col[...] = ic.windows(xp, buf, self.kernel, self.stride, self.dilation,
-                                  self.grid_shape, lead_axes=1, trail_axes=1)
+        col = self.column_buffer(xp, shape, x.dtype)
+        xb = self._batch_last(x)
+
+        def part(c0, c1):
+            cs = (slice(c0, c1),)
+            if self.phased:
+                for phase, grid, img in self.interior:
+                    buf[phase + cs + grid] = xb[cs + img]
+                for k, (phase, grid) in self.offsets:
+                    col[cs + k] = buf[phase + cs + grid]
+            else:
+                ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=1)[...] = xb[cs]
+                col[cs] = ic.windows(xp, buf[cs], self.kernel, self.stride, self.dilation,
+                                     self.grid_shape, lead_axes=1, trail_axes=1)
+        for_parts(xp, part, self.channels, col.size)
         self.last_col = col
         return col
 
     def col2im(self, xp, col, out):
-        """col: (C, *kernel, *grid, n) -> out (n, C, *img) = sum of the windows (set)."""
+        """col: (C, *kernel, *grid, n) -> out (n, C, *img) = sum of the windows (set);
+        channels split across threads."""
         n = col.shape[-1]
         buf = self._buffer(self._pad_out, xp, n, col.dtype)
-        buf[...] = 0
-        if self.phased:  # adds in kernel-offset order, as Caffe's col2im
-            all_c, ob = (slice(None),), self._batch_last(out)
-            for k, (phase, grid) in self.offsets:
-                buf[phase + all_c + grid] += col[all_c + k]
-            for phase, grid, img in self.interior:
-                ob[all_c + img] = buf[phase + all_c + grid]
-        else:
-            ic.col2im_add(buf, col, self.kernel, self.stride, self.dilation, self.grid_shape,
-                          lead_axes=1, trail_axes=1)
-            self._batch_last(out)[...] = ic.interior(buf, self.pad, self.img_shape,
-                                                     lead_axes=1)
+        ob = self._batch_last(out)
+
+        def part(c0, c1):
+            cs = (slice(c0, c1),)
+            if self.phased:  # adds in kernel-offset order, as Caffe's col2im
+                buf[(slice(None),) * len(self.stride) + cs] = 0
+                for k, (phase, grid) in self.offsets:
+                    buf[phase + cs + grid] += col[cs + k]
+                for phase, grid, img in self.interior:
+                    ob[cs + img] = buf[phase + cs + grid]
+            else:
+                buf[cs] = 0
+                ic.col2im_add(buf[cs], col[cs], self.kernel, self.stride, self.dilation,
+                              self.grid_shape, lead_axes=1, trail_axes=1)
+                ob[cs] = ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=1)
+        for_parts(xp, part, self.channels, col.size)
         return out
 
 
@@ -222,12 +236,35 @@ class BaseConvolutionLayer(Layer):
             self.cols.configure(self.num_output, self.out_shape, self.in_shape)
         else:
             self.cols.configure(self.channels, self.in_shape, self.out_shape)
+        self._choose_algorithm()
+
+    def _choose_algorithm(self):
+        """How the GEMMs run for this shape, decided once per reshape (deterministically, so
+        every run sums in the same order): a large output map gets GEMMs per image, as Caffe;
+        a small one gets one GEMM over a chunk of images, whose batch-innermost columns make a
+        wide enough product to keep BLAS busy. A 1x1 convolution (stride 1, no pad) needs no
+        im2col: its columns are the input itself (per image) or its transpose (a chunk)."""
+        self.pointwise = (not self.reverse and all(k == 1 for k in self.kernel)
+                          and all(s == 1 for s in self.stride) and not any(self.pad))
         per_item = self.kernel_dim * self.group * prod(self.cols.grid_shape)
-        self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(per_item, 1)))
+        if prod(self.cols.grid_shape) >= PER_IMAGE_MIN_POSITIONS:
+            self.chunk = 1
+        else:
+            self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(per_item, 1)))
+        # the columns of the last forward stay valid for the weight gradient
+        self._cached = False
 
     def _chunks(self):
         for n0 in range(0, self.num, self.chunk):
             yield n0, min(self.num, n0 + self.chunk)
+
+    def _batch_innermost(self, x, n0, n1, name):
+        """Images n0..n1 of x (n, c, *spatial) as a (g, c/g, P * nb) stack with the batch
+        innermost, in the scratch buffer ``name`` (a chunk's GEMM operand)."""
+        nb, c = n1 - n0, x.shape[1]
+        out = self.scratch(name, (self.group, c // self.group, x[0, 0].size * nb), x.dtype)
+        out.reshape(c, -1, nb)[...] = x[n0:n1].reshape(nb, c, -1).transpose(1, 2, 0)
+        return out
 
     def _grouped_weight(self):
         g = self.group

@@ -4,6 +4,7 @@ computed directly rather than through an unrolled internal net.
 from .. import glog
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels.gemm import gemm
 from ..layer import Layer
 
 
@@ -138,10 +139,10 @@ class RecurrentLayer(Layer):
         """Gradients of the input transforms (x and x_static), given d(W x_t + b)."""
         d2 = d_in.reshape(self.T * self.N, -1)
         x2 = bottom[0].data.reshape(self.T * self.N, self.D)
-        self.weights[w_idx].diff[...] += d2.T @ x2
+        gemm(self.xp, d2.T, x2, self.weights[w_idx].diff, accumulate=True)
         self.weights[b_idx].diff[...] += d2.sum(axis=0)
         bottom[0].diff.reshape(self.T * self.N, self.D)[...] = d2 @ self.weights[w_idx].data
         if self.static_input:
             xs2 = bottom[2].data.reshape(self.N, -1)
-            self.weights[ws_idx].diff[...] += d_static.T @ xs2
+            gemm(self.xp, d_static.T, xs2, self.weights[ws_idx].diff, accumulate=True)
             bottom[2].diff.reshape(self.N, -1)[...] = d_static @ self.weights[ws_idx].data

@@ -50,15 +50,6 @@ class BatchNormLayer(NeuronLayer):
         b = bottom[0]
         return a.reshape(b.shape[0], self.channels, b.count(2))
 
-    def _scratch(self, name, like):
-        """A reusable array shaped like ``like`` (saves a fresh allocation per pass)."""
-        a = getattr(self, name, None)
-        if a is None or a.shape != like.shape or a.dtype != like.dtype or \
-                not isinstance(a, type(like)):
-            a = self.xp.empty_like(like)
-            setattr(self, name, a)
-        return a
-
     def _channel_sum(self, a, b=None, scale=1.0):
         """Per-channel sum of a (or of a * b) over spatial, times scale, then summed over num
         (Caffe's two gemvs)."""
@@ -78,7 +69,8 @@ class BatchNormLayer(NeuronLayer):
             var = self.weights[1].data * factor
         else:
             mean = self._channel_sum(x, scale=1.0 / n)
-        x_norm = self._scratch("x_norm", x)  # x - mean now, divided by the std below
+        # x - mean now, divided by the std below; backward reads it
+        x_norm = self.x_norm = self.scratch("x_norm", x.shape, x.dtype)
         self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
         if not self.use_global_stats:
             var = self._channel_sum(x_norm, x_norm, 1.0 / n)
@@ -106,7 +98,7 @@ class BatchNormLayer(NeuronLayer):
         # Caffe's order: (y * sum(dy y) + sum(dy)) * (-1/n) + dy, then / std
         dot = self._channel_sum(y, dy).reshape(1, -1, 1)
         total = self._channel_sum(dy).reshape(1, -1, 1)
-        g = self._scratch("grad", y)
+        g = self.scratch("grad", y.shape, y.dtype)
         xp.multiply(y, dot, out=g)
         g += total
         g *= y.dtype.type(-1.0 / n)

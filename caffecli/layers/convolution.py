@@ -1,15 +1,34 @@
-"""Convolution: im2col and one batched GEMM over the groups (Caffe's conv_layer)."""
+"""Convolution: im2col and grouped GEMMs, per image or over a chunk of images, or a plain GEMM
+for 1x1 kernels (Caffe's conv_layer)."""
 from ..kernels import im2col as ic
+from ..kernels.gemm import gemm_stack
 from ..registry import register_layer
 from ._base_conv import BaseConvolutionLayer, prod
 
 
 @register_layer("Convolution")
 class ConvolutionLayer(BaseConvolutionLayer):
-    """N-D grouped, strided, padded, dilated convolution; weights (out, in/group, *kernel)."""
+    """N-D grouped, strided, padded, dilated convolution; weights (out, in/group, *kernel).
+
+    Columns are (group, kernel_dim, P * nb) with the images of a chunk innermost; a chunk of
+    one image is Caffe's layout, so its GEMMs read and write the blobs' own memory.
+    """
 
     def compute_output_shape(self, in_shape):
         return ic.conv_out_shape(in_shape, self.kernel, self.pad, self.stride, self.dilation)
+
+    def _columns(self, x, n0, n1):
+        """The (g, kernel_dim, P * nb) columns of images n0..n1 (for 1x1 kernels, the input)."""
+        shape = (self.group, self.kernel_dim, prod(self.out_shape) * (n1 - n0))
+        if not self.pointwise:
+            return self.cols.im2col(self.xp, x[n0:n1]).reshape(shape)
+        if n1 - n0 == 1:
+            return x[n0].reshape(shape)
+        self.cols.last_col = self._batch_innermost(x, n0, n1, "_in")
+        return self.cols.last_col
+
+    def _image_shape(self):
+        return (self.num, self.channels) + tuple(self.in_shape)
 
     def forward(self, bottom, top):
         xp = self.xp
@@ -17,45 +36,63 @@ class ConvolutionLayer(BaseConvolutionLayer):
         P = prod(self.out_shape)
         w = self._grouped_weight()
         for b, t in zip(bottom, top):
-            x = b.data.reshape((self.num, self.channels) + tuple(self.in_shape))
+            x = b.data.reshape(self._image_shape())
             y = t.data.reshape(self.num, m, P)
             for n0, n1 in self._chunks():
                 nb = n1 - n0
-                col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim, P * nb)
-                out = xp.matmul(w, col)  # (g, m/g, P*nb)
-                y[n0:n1] = out.reshape(m, P, nb).transpose(2, 0, 1)
+                col = self._columns(x, n0, n1)
+                if nb == 1:
+                    gemm_stack(xp, w, col, y[n0].reshape(g, m // g, P))
+                else:
+                    out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb),
+                                                             col.dtype))
+                    y[n0:n1] = out.reshape(m, P, nb).transpose(2, 0, 1)
             if self.bias_term:
                 y += self.weights[1].data.reshape(1, m, 1)
-        # the columns of the last bottom stay valid for its weight gradient
-        self._cached = (len(bottom) == 1 and self.chunk >= self.num)
+        # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
+        # single image has none: its input is its columns)
+        self._cached = (len(bottom) == 1 and self.chunk >= self.num
+                        and not (self.pointwise and self.num == 1))
 
     def backward(self, top, propagate_down, bottom):
         xp = self.xp
         g, m = self.group, self.num_output
         P = prod(self.out_shape)
         w = self._grouped_weight()
+        wt = w.transpose(0, 2, 1)
         need_w = self.param_propagate_down[0]
         for t, b, down in zip(top, bottom, propagate_down):
             dy = t.diff.reshape(self.num, m, P)
             self._bias_grad(dy)
             if not (need_w or down):
                 continue
-            x = b.data.reshape((self.num, self.channels) + tuple(self.in_shape))
-            dx = b.diff.reshape((self.num, self.channels) + tuple(self.in_shape))
+            x = b.data.reshape(self._image_shape())
+            dx = b.diff.reshape(self._image_shape())
             wdiff = self.weights[0].diff.reshape(w.shape)
             for n0, n1 in self._chunks():
                 nb = n1 - n0
-                dyt = xp.ascontiguousarray(dy[n0:n1].transpose(1, 2, 0)).reshape(
-                    g, m // g, P * nb)
+                if nb == 1:
+                    dyt = dy[n0].reshape(g, m // g, P)
+                else:
+                    dyt = self.scratch("_out", (g, m // g, P * nb), dy.dtype)
+                    dyt.reshape(m, P, nb)[...] = dy[n0:n1].transpose(1, 2, 0)
+                col = None
                 if need_w:
-                    if getattr(self, "_cached", False):
-                        col = self.cols.last_col.reshape(g, self.kernel_dim, P * nb)
-                    else:
-                        col = self.cols.im2col(xp, x[n0:n1]).reshape(g, self.kernel_dim,
-                                                                     P * nb)
-                    wdiff += xp.matmul(dyt, col.transpose(0, 2, 1))
-                if down:
-                    dcol = xp.matmul(w.transpose(0, 2, 1), dyt)  # (g, kdim, P*nb)
-                    shape = ((self.channels,) + tuple(self.kernel) + tuple(self.out_shape)
-                             + (nb,))
-                    self.cols.col2im(xp, dcol.reshape(shape), dx[n0:n1])
+                    col = self.cols.last_col.reshape(g, self.kernel_dim, P * nb) \
+                        if self._cached else self._columns(x, n0, n1)
+                    gemm_stack(xp, dyt, col.transpose(0, 2, 1), wdiff, accumulate=True)
+                if not down:
+                    continue
+                if self.pointwise and nb == 1:
+                    gemm_stack(xp, wt, dyt, dx[n0].reshape(g, self.kernel_dim, P))
+                    continue
+                # the input gradient's columns overwrite the forward's (Caffe's col_buffer)
+                dcol = gemm_stack(xp, wt, dyt, self.cols.column_buffer(
+                    xp, (g, self.kernel_dim, P * nb), dy.dtype))
+                self._cached = False
+                if self.pointwise:
+                    dx[n0:n1] = dcol.reshape(self.channels, P, nb).transpose(2, 0, 1).reshape(
+                        dx[n0:n1].shape)
+                    continue
+                shape = (self.channels,) + tuple(self.kernel) + tuple(self.out_shape) + (nb,)
+                self.cols.col2im(xp, dcol.reshape(shape), dx[n0:n1])

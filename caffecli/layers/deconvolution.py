@@ -1,5 +1,6 @@
 """Deconvolution: the transpose of Convolution, GEMM then col2im (Caffe's deconv_layer)."""
 from ..kernels import im2col as ic
+from ..kernels.gemm import gemm_stack
 from ..registry import register_layer
 from ._base_conv import BaseConvolutionLayer, prod
 
@@ -16,12 +17,6 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 zip(in_shape, self.stride, ic.kernel_extent(self.kernel, self.dilation),
                     self.pad)]
 
-    def _batch_last(self, x, n0, n1):
-        """x[n0:n1] (n, c, Pin) as a contiguous (g, c/g, Pin*n) matrix stack."""
-        c = self.channels
-        return self.xp.ascontiguousarray(x[n0:n1].transpose(1, 2, 0)).reshape(
-            self.group, c // self.group, -1)
-
     def forward(self, bottom, top):
         xp = self.xp
         c, m = self.channels, self.num_output
@@ -32,7 +27,10 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             y = t.data.reshape((self.num, m) + tuple(self.out_shape))
             for n0, n1 in self._chunks():
                 nb = n1 - n0
-                col = xp.matmul(w.transpose(0, 2, 1), self._batch_last(x, n0, n1))
+                col = gemm_stack(xp, w.transpose(0, 2, 1),
+                                 self._batch_innermost(x, n0, n1, "_in"),
+                                 self.cols.column_buffer(xp, (self.group, self.kernel_dim,
+                                                              Pin * nb), x.dtype))
                 shape = (m,) + tuple(self.kernel) + tuple(self.in_shape) + (nb,)
                 self.cols.col2im(xp, col.reshape(shape), y[n0:n1])
             if self.bias_term:
@@ -58,7 +56,9 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 col = self.cols.im2col(xp, dy[n0:n1]).reshape(self.group, self.kernel_dim,
                                                               Pin * nb)
                 if need_w:
-                    wdiff += xp.matmul(self._batch_last(x, n0, n1), col.transpose(0, 2, 1))
+                    gemm_stack(xp, self._batch_innermost(x, n0, n1, "_in"),
+                               col.transpose(0, 2, 1), wdiff, accumulate=True)
                 if down:
-                    out = xp.matmul(w, col)  # (g, c/g, Pin*nb)
+                    out = gemm_stack(xp, w, col, self.scratch("_out", (self.group, c // self.group,
+                                                                      Pin * nb), col.dtype))
                     dx[n0:n1] = out.reshape(c, Pin, nb).transpose(2, 0, 1)

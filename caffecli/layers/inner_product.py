@@ -1,6 +1,7 @@
 """InnerProduct: a fully connected layer, y = x W^T + b (or x W with transpose: true)."""
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels.gemm import gemm
 from ..layer import Layer
 from ..registry import register_layer
 
@@ -44,7 +45,7 @@ class InnerProductLayer(Layer):
     def forward(self, bottom, top):
         x = bottom[0].data.reshape(self.M, self.K)
         y = top[0].data.reshape(self.M, self.num_output)
-        self.xp.matmul(x, self._weight(), out=y)
+        gemm(self.xp, x, self._weight(), y)
         if self.bias_term:
             y += self.weights[1].data
 
@@ -52,11 +53,9 @@ class InnerProductLayer(Layer):
         dy = top[0].diff.reshape(self.M, self.num_output)
         x = bottom[0].data.reshape(self.M, self.K)
         if self.param_propagate_down[0]:
-            if self.transpose:
-                self.weights[0].diff[...] += x.T @ dy
-            else:
-                self.weights[0].diff[...] += dy.T @ x
+            a, b = (x.T, dy) if self.transpose else (dy.T, x)
+            gemm(self.xp, a, b, self.weights[0].diff, accumulate=True)
         if self.bias_term and self.param_propagate_down[1]:
             self.weights[1].diff[...] += dy.sum(axis=0)
         if propagate_down[0]:
-            bottom[0].diff.reshape(self.M, self.K)[...] = dy @ self._weight().T
+            gemm(self.xp, dy, self._weight().T, bottom[0].diff.reshape(self.M, self.K))

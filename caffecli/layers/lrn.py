@@ -4,6 +4,7 @@ WITHIN_CHANNEL reproduces Caffe's composition (square -> AVE pooling with its pa
 -> power (1 + alpha * s)^-beta -> product with the input), so ``k`` is unused there as in Caffe.
 """
 from ..kernels.pooling import PoolGeometry, ave_pool, ave_pool_backward
+from ..kernels.threads import for_parts
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -37,13 +38,14 @@ class LRNLayer(Layer):
             self.geo = PoolGeometry([self.size] * 2, [1, 1], [self.pre_pad] * 2, b.shape[2:4],
                                     owner=self)
 
-    def _channel_window_sum(self, v):
-        """sum over channels c - pre_pad .. c + pre_pad (zero outside), one add per offset."""
+    def _channel_window_sum(self, v, out):
+        """out = sum over channels c - pre_pad .. c + pre_pad of v (zero outside), one add per
+        offset."""
         xp = self.xp
         n, c = v.shape[:2]
         padded = xp.zeros((n, c + self.size - 1) + v.shape[2:], dtype=v.dtype)
         padded[:, self.pre_pad:self.pre_pad + c] = v
-        out = padded[:, 0:c].copy()
+        out[...] = padded[:, 0:c]
         for o in range(1, self.size):
             out += padded[:, o:o + c]
         return out
@@ -53,10 +55,16 @@ class LRNLayer(Layer):
         x = bottom[0].data
         dt = x.dtype.type
         if self.across:
-            self.scale = self._channel_window_sum(x * x)
-            self.scale *= dt(self.alpha / self.size)
-            self.scale += dt(self.k)
-            top[0].data[...] = x * xp.power(self.scale, dt(-self.beta))
+            self.scale = self.scratch("scale", x.shape, x.dtype)
+            y = top[0].data
+
+            def part(a, b):
+                xa, scale = x[a:b], self.scale[a:b]
+                self._channel_window_sum(xa * xa, scale)
+                scale *= dt(self.alpha / self.size)
+                scale += dt(self.k)
+                y[a:b] = xa * xp.power(scale, dt(-self.beta))
+            for_parts(xp, part, x.shape[0], x.size)
         else:
             self.pooled = ave_pool(xp, x * x, self.geo)
             self.base = self.pooled * dt(self.alpha) + dt(1)
@@ -71,10 +79,15 @@ class LRNLayer(Layer):
         dy = top[0].diff
         dt = x.dtype.type
         if self.across:
-            ratio = dy * top[0].data / self.scale
-            accum = self._channel_window_sum(ratio)
-            bottom[0].diff[...] = (dy * xp.power(self.scale, dt(-self.beta))
-                                   - dt(2 * self.alpha * self.beta / self.size) * x * accum)
+            y, dx = top[0].data, bottom[0].diff
+
+            def part(a, b):
+                scale = self.scale[a:b]
+                ratio = dy[a:b] * y[a:b] / scale
+                accum = self._channel_window_sum(ratio, ratio)
+                dx[a:b] = (dy[a:b] * xp.power(scale, dt(-self.beta))
+                           - dt(2 * self.alpha * self.beta / self.size) * x[a:b] * accum)
+            for_parts(xp, part, x.shape[0], x.size)
         else:
             d_pool = (dy * x) * (dt(-self.beta * self.alpha) * self.power / self.base)
             d_sq = ave_pool_backward(xp, d_pool, self.geo, x.dtype)

@@ -1,5 +1,6 @@
 """LSTM: a long short-term memory layer over T time steps (Caffe's lstm_layer)."""
 from ..kernels.lstm import cell_backward, cell_forward
+from ..kernels.gemm import gemm
 from ..registry import register_layer
 from ._recurrent import RecurrentLayer
 
@@ -58,7 +59,7 @@ class LSTMLayer(RecurrentLayer):
             dh_rec = dgates @ w_hc.data
             dh_rec *= cont[t].reshape(-1, 1)
         # W_hc's gradient summed over every step in one product (Caffe adds one per step)
-        w_hc.diff[...] += (d_gates_x.reshape(-1, 4 * self.H).T
-                           @ self.h_conted.reshape(-1, self.H))
+        gemm(xp, d_gates_x.reshape(-1, 4 * self.H).T, self.h_conted.reshape(-1, self.H),
+             w_hc.diff, accumulate=True)
         d_static = d_gates_x.sum(axis=0) if self.static_input else None
         self.input_backward(bottom, d_gates_x, 0, 1, d_static, 2)

@@ -1,7 +1,10 @@
 """Pooling: MAX, AVE or STOCHASTIC pooling (Caffe's pooling_layer)."""
+import numpy
+
 from .. import context
 from ..kernels.pooling import (PP, PoolGeometry, ave_pool, ave_pool_backward, max_pool,
                                max_pool_backward, stochastic_pool_test, stochastic_pool_train)
+from ..kernels.threads import for_parts
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -88,18 +91,31 @@ class PoolingLayer(Layer):
         x = bottom[0].data
         pool = self.layer_param.pooling_param.pool
         self.arg = None
-        if pool == PP.MAX:
-            out, self.arg = max_pool(xp, x, self.geo)
-            if len(top) > 1:
-                top[1].data[...] = self.geo.caffe_index(xp, self.arg)
-        elif pool == PP.AVE:
-            out = ave_pool(xp, x, self.geo)
-        elif self.phase == caffe_pb2.TRAIN:
+        if pool in (PP.MAX, PP.AVE):
+            self._forward_deterministic(x, top, pool)
+            return
+        if self.phase == caffe_pb2.TRAIN:
             u = xp.asarray(context.rng().uniform(0, 1, size=top[0].shape).astype(x.dtype))
             out, self.arg = stochastic_pool_train(xp, x, self.geo, u)
         else:
             out = stochastic_pool_test(xp, x, self.geo)
         top[0].data[...] = out
+
+    def _forward_deterministic(self, x, top, pool):
+        """MAX or AVE pooling, the images of the batch split across threads."""
+        xp, y = self.xp, top[0].data
+        mask = top[1].data if len(top) > 1 else None
+        if pool == PP.MAX:
+            self.arg = self.scratch("arg", y.shape, numpy.int32)
+
+        def part(a, b):
+            if pool == PP.AVE:
+                y[a:b] = ave_pool(xp, x[a:b], self.geo)
+                return
+            y[a:b], self.arg[a:b] = max_pool(xp, x[a:b], self.geo)
+            if mask is not None:
+                mask[a:b] = self.geo.caffe_index(xp, self.arg[a:b])
+        for_parts(xp, part, x.shape[0], x.size)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
@@ -107,10 +123,13 @@ class PoolingLayer(Layer):
         xp = self.xp
         dtop = top[0].diff
         pool = self.layer_param.pooling_param.pool
-        if pool == PP.AVE:
-            dx = ave_pool_backward(xp, dtop, self.geo, dtop.dtype)
-        elif self.arg is not None:
-            dx = max_pool_backward(xp, dtop, self.arg, self.geo, dtop.dtype)
-        else:
+        if pool != PP.AVE and self.arg is None:
             raise self.error("STOCHASTIC pooling has no backward in TEST phase")
-        bottom[0].diff[...] = dx
+        dx = bottom[0].diff
+
+        def part(a, b):
+            if pool == PP.AVE:
+                dx[a:b] = ave_pool_backward(xp, dtop[a:b], self.geo, dtop.dtype)
+            else:
+                dx[a:b] = max_pool_backward(xp, dtop[a:b], self.arg[a:b], self.geo, dtop.dtype)
+        for_parts(xp, part, dx.shape[0], dx.size)

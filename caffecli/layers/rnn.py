@@ -1,4 +1,5 @@
 """RNN: a simple recurrent layer, h_t = tanh(W x_t + U h_{t-1} + b) (Caffe's rnn_layer)."""
+from ..kernels.gemm import gemm
 from ..registry import register_layer
 from ._recurrent import RecurrentLayer
 
@@ -54,7 +55,7 @@ class RNNLayer(RecurrentLayer):
         H = self.H
         # The output layer does not recur: its gradients for all steps at once.
         d_o = top[0].diff * (1 - self.o_all * self.o_all)
-        w_ho.diff[...] += d_o.reshape(-1, H).T @ self.h_all.reshape(-1, H)
+        gemm(xp, d_o.reshape(-1, H).T, self.h_all.reshape(-1, H), w_ho.diff, accumulate=True)
         b_o.diff[...] += d_o.reshape(-1, H).sum(axis=0)
         dh_o = (d_o.reshape(-1, H) @ w_ho.data).reshape(self.T, self.N, H)
         d_pre_x = xp.empty((self.T, self.N, H), dtype=d_o.dtype)
@@ -65,6 +66,7 @@ class RNNLayer(RecurrentLayer):
             da *= 1 - h * h
             dh_rec = da @ w_hh.data
             dh_rec *= cont[t].reshape(-1, 1)
-        w_hh.diff[...] += d_pre_x.reshape(-1, H).T @ self.h_conted.reshape(-1, H)
+        gemm(xp, d_pre_x.reshape(-1, H).T, self.h_conted.reshape(-1, H), w_hh.diff,
+             accumulate=True)
         d_static = d_pre_x.sum(axis=0) if self.static_input else None
         self.input_backward(bottom, d_pre_x, 0, 1, d_static, 2)

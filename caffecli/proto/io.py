@@ -18,9 +18,14 @@ from .upgrade import upgrade_net_as_needed, upgrade_solver_as_needed
 
 
 def _read_bytes(path, what):
+    with open_binary(path, what) as f:
+        return f.read()
+
+
+def open_binary(path, what):
+    """``path`` opened for reading bytes; a missing or unreadable file is one CaffeError."""
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        return open(path, "rb")
     except FileNotFoundError:
         raise CaffeError("%s: file not found (%s)" % (path, what)) from None
     except IsADirectoryError:

@@ -1,0 +1,301 @@
+"""CPU speed in one run: caffecli against PyTorch CPU (and real Caffe when a ``caffe`` binary is
+on PATH) on LeNet, CaffeNet, GoogLeNet and ResNet-50 forward-backward; the machine's sgemm rate
+and each net's GEMM-only limit; the peak of memory allocated during one iteration; CaffeNet's
+build + 244 MB weights load time; and ``caffecli --help``'s time. Prints the core count.
+
+Run by hand from the repository root (PyTorch is not a dependency of caffecli):
+
+    pip install torch             # the CPU wheel
+    python bench/bench_cpu.py     # --nets lenet,caffenet --rounds 3 --iterations 3
+
+Both sides compute every gradient (inputs and parameters: force_backward on caffecli's net,
+requires_grad on torch's input), TRAIN phase, the nets' own batch sizes. PyTorch runs a twin
+built from caffecli's own records of the net (same layers, shapes, groups, pads, ceil-mode
+pooling), so both do the same work. Each side runs ``--iterations`` timed passes after a
+warm-up, in ``--rounds`` alternating rounds; the figures are medians. The GEMM-only limit is the
+net's GEMM multiply-adds x 2 over the sgemm rate (a 2048^3 sgemm through scipy's BLAS, as the
+layers call it): the time the products alone would take at that rate.
+"""
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+
+import numpy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+sys.path.insert(0, ROOT)
+from caffecli import context  # noqa: E402
+from caffecli.kernels.threads import num_threads  # noqa: E402
+from caffecli.net import Net, TRAIN  # noqa: E402
+from caffecli.proto.io import read_net_param  # noqa: E402
+
+NETS = {
+    "lenet": os.path.join(ROOT, "models", "lenet", "lenet.prototxt"),
+    "caffenet": os.path.join(SHARED, "zoo", "bvlc_reference_caffenet__deploy.prototxt"),
+    "googlenet": os.path.join(SHARED, "zoo", "bvlc_googlenet__deploy.prototxt"),
+    "resnet50": os.path.join(SHARED, "nets", "KaimingHe__ResNet-50-deploy.prototxt"),
+}
+
+
+def machine():
+    model = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return model, len(os.sched_getaffinity(0))
+
+
+def median_time(fn, reps):
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def sgemm_gflops(n=2048, reps=5):
+    from scipy.linalg import blas
+    a = numpy.random.rand(n, n).astype(numpy.float32, order="F")
+    b = numpy.random.rand(n, n).astype(numpy.float32, order="F")
+    blas.sgemm(1.0, a, b)
+    return 2.0 * n ** 3 / median_time(lambda: blas.sgemm(1.0, a, b), reps) / 1e9
+
+
+# ---- caffecli ------------------------------------------------------------------------------
+def caffecli_net(path):
+    param = read_net_param(path)
+    param.force_backward = True
+    context.set_random_seed(1)
+    net = Net(param, TRAIN, log=False)
+    for blob in net.input_blobs:
+        blob.data[...] = numpy.random.rand(*blob.shape)
+    return net
+
+
+def caffecli_pass(net):
+    net.forward_pass()
+    net.backward_pass()
+
+
+def peak_alloc_mb(net):
+    """Peak of the arrays allocated during one forward-backward (the blobs already exist)."""
+    tracemalloc.start()
+    try:
+        caffecli_pass(net)
+        return tracemalloc.get_traced_memory()[1] / 2 ** 20
+    finally:
+        tracemalloc.stop()
+
+
+def gemm_macs(net):
+    """Multiply-adds of the GEMMs of one forward-backward with every gradient."""
+    total = 0
+    for rec in net.records:
+        layer, kind = rec.layer, rec.layer.type
+        if kind in ("Convolution", "Deconvolution"):
+            out = rec.bottoms[0] if kind == "Deconvolution" else rec.tops[0]
+            positions = out.count(layer.channel_axis + 1)
+            conv_out = layer.conv_out
+            macs = layer.num * conv_out * layer.kernel_dim * positions
+        elif kind == "InnerProduct":
+            macs = layer.M * layer.K * layer.num_output
+        else:
+            continue
+        total += 3 * macs  # forward, weight gradient, input gradient
+    return total
+
+
+# ---- PyTorch twin ----------------------------------------------------------------------------
+def torch_twin(net):
+    """A function running caffecli ``net``'s layers in torch, and its parameters."""
+    import torch
+    import torch.nn.functional as F
+    from caffecli.proto import caffe_pb2
+    PP = caffe_pb2.PoolingParameter
+    params, steps = [], []
+
+    def weight(blob):
+        t = torch.randn(*blob.shape) * 0.01
+        t.requires_grad_(True)
+        params.append(t)
+        return t
+
+    def conv(layer, lp):
+        w = weight(layer.blobs[0])
+        b = weight(layer.blobs[1]) if layer.bias_term else None
+        return lambda x: F.conv2d(x, w, b, layer.stride, layer.pad, layer.dilation, layer.group)
+
+    def ip(layer, lp):
+        w = weight(layer.blobs[0])
+        b = weight(layer.blobs[1]) if layer.bias_term else None
+        return lambda x: F.linear(x.flatten(1), w, b)
+
+    def pool(layer, lp):
+        k, s, p = layer.kernel, layer.stride, layer.pad
+        if lp.pooling_param.pool == PP.MAX:
+            return lambda x: F.max_pool2d(x, k, s, p, ceil_mode=True)
+        return lambda x: F.avg_pool2d(x, k, s, p, ceil_mode=True)
+
+    def lrn(layer, lp):
+        q = lp.lrn_param
+        return lambda x: F.local_response_norm(x, q.local_size, q.alpha, q.beta, q.k)
+
+    def batch_norm(layer, lp):
+        c = layer.blobs[0].shape[0]
+        mean, var = torch.zeros(c), torch.ones(c)
+        return lambda x: F.batch_norm(x, mean, var, training=False, eps=lp.batch_norm_param.eps)
+
+    def scale(layer, lp):
+        c = layer.blobs[0].shape[0]
+        w = weight(layer.blobs[0]).view(1, c, 1, 1)
+        b = weight(layer.blobs[1]).view(1, c, 1, 1) if len(layer.blobs) > 1 else 0
+        return lambda x: x * w + b
+
+    make = {
+        "Convolution": conv, "InnerProduct": ip, "Pooling": pool, "LRN": lrn,
+        "BatchNorm": batch_norm, "Scale": scale,
+        "ReLU": lambda layer, lp: F.relu,
+        "Dropout": lambda layer, lp: lambda x: F.dropout(x, lp.dropout_param.dropout_ratio),
+        "Softmax": lambda layer, lp: lambda x: F.softmax(x, dim=1),
+        "Concat": lambda layer, lp: lambda *xs: torch.cat(xs, dim=1),
+        "Eltwise": lambda layer, lp: lambda *xs: sum(xs[1:], xs[0]),
+        "Split": lambda layer, lp: lambda x: (x,) * len(lp.top),
+    }
+    inputs = {}
+    for rec in net.records:
+        lp = rec.layer.layer_param
+        if rec.layer.type == "Input":
+            for name, blob in zip(lp.top, rec.tops):
+                inputs[name] = torch.rand(*blob.shape, requires_grad=True)
+            continue
+        if rec.layer.type not in make:
+            raise SystemExit("no torch twin for layer type %s" % rec.layer.type)
+        steps.append((make[rec.layer.type](rec.layer, lp), list(lp.bottom), list(lp.top)))
+
+    def run():
+        blobs = dict(inputs)
+        for fn, bottoms, tops in steps:
+            out = fn(*(blobs[b] for b in bottoms))
+            for name, value in zip(tops, out if isinstance(out, tuple) else (out,)):
+                blobs[name] = value
+        outputs = [blobs[name] for name in net.output_names]
+        torch.autograd.backward(outputs, [torch.ones_like(o) for o in outputs])
+        for p in params + list(inputs.values()):
+            p.grad = None
+    return run
+
+
+# ---- real Caffe, load time, --help --------------------------------------------------------------
+def caffe_ms(path, iterations):
+    """Average Forward-Backward of ``caffe time`` (its own backward rules), or None."""
+    exe = shutil.which("caffe")
+    if exe is None:
+        return None
+    proc = subprocess.run([exe, "time", "-model", path, "-iterations", str(iterations)],
+                          capture_output=True, text=True)
+    for line in proc.stderr.splitlines():
+        if "Average Forward-Backward:" in line:
+            return float(line.split(":")[-1].split()[0])
+    return None
+
+
+LOAD_SCRIPT = """
+import sys, time
+sys.path.insert(0, %r)
+from caffecli.net import Net, TEST
+import caffecli.weights, caffecli.layers.convolution, caffecli.layers.inner_product
+t = time.perf_counter()
+Net(%r, TEST, log=False, weights=%r)
+print(time.perf_counter() - t)
+"""
+
+
+def caffenet_weights(directory):
+    """CaffeNet deploy's parameters with random values, saved as a .caffemodel (244 MB)."""
+    path = os.path.join(directory, "caffenet_random.caffemodel")
+    net = Net(NETS["caffenet"], TRAIN, log=False)
+    rng = numpy.random.default_rng(0)
+    for layer in net.layers:
+        for blob in layer.blobs:
+            blob.data = rng.standard_normal(blob.shape, dtype=numpy.float32) * 0.01
+    net.save(path)
+    return path
+
+
+def load_seconds(weights, reps=5):
+    runs = []
+    for _ in range(reps):
+        out = subprocess.run([sys.executable, "-c", LOAD_SCRIPT % (ROOT, NETS["caffenet"],
+                                                                   weights)],
+                             capture_output=True, text=True, check=True)
+        runs.append(float(out.stdout))
+    return statistics.median(runs)
+
+
+def help_seconds(reps=5):
+    exe = shutil.which("caffecli", path=os.path.dirname(sys.executable)) or shutil.which(
+        "caffecli")
+    cmd = [exe, "--help"] if exe else [sys.executable, "-m", "caffecli", "--help"]
+    return median_time(lambda: subprocess.run(cmd, capture_output=True, check=True), reps)
+
+
+# ---- main ---------------------------------------------------------------------------------------
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nets", default="lenet,caffenet,googlenet,resnet50")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per net")
+    parser.add_argument("--iterations", type=int, default=3, help="timed passes per round")
+    args = parser.parse_args(argv)
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("PyTorch is needed for the comparison: pip install torch (CPU wheel)")
+    model, cores = machine()
+    torch.set_num_threads(num_threads())  # as caffecli's: OMP_NUM_THREADS, else the affinity
+    rate = sgemm_gflops()
+    print("machine: %s, %d cores (OMP_NUM_THREADS=%s); torch %s, %d threads"
+          % (model, cores, os.environ.get("OMP_NUM_THREADS", "unset"), torch.__version__,
+             torch.get_num_threads()))
+    print("sgemm rate: %.1f GFLOP/s (2048^3, scipy BLAS)" % rate)
+    print("forward-backward, every gradient; ms per iteration, medians of %d rounds x %d"
+          % (args.rounds, args.iterations))
+    print("%-10s %6s %10s %10s %7s %10s %8s %9s %10s" % (
+        "net", "batch", "caffecli", "pytorch", "ratio", "GEMM-only", "x limit", "peak MB",
+        "caffe"))
+    for name in args.nets.split(","):
+        net = caffecli_net(NETS[name])
+        twin = torch_twin(net)
+        caffecli_pass(net)
+        twin()
+        ours, theirs = [], []
+        for _ in range(args.rounds):
+            ours += [median_time(lambda: caffecli_pass(net), args.iterations)]
+            theirs += [median_time(twin, args.iterations)]
+        mine, other = statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
+        limit = 2.0 * gemm_macs(net) / (rate * 1e9) * 1e3
+        real = caffe_ms(NETS[name], args.iterations)
+        print("%-10s %6d %10.1f %10.1f %6.2fx %10.1f %7.2fx %9.1f %10s" % (
+            name, net.input_blobs[0].shape[0], mine, other, mine / other, limit, mine / limit,
+            peak_alloc_mb(net), "-" if real is None else "%.1f" % real))
+    with tempfile.TemporaryDirectory() as tmp:
+        weights = caffenet_weights(tmp)
+        print("CaffeNet deploy + %.0f MB weights, build and load: %.3f s (median of 5)"
+              % (os.path.getsize(weights) / 1e6, load_seconds(weights)))
+    print("caffecli --help: %.3f s (median of 5)" % help_seconds())
+    print("ratio = caffecli / pytorch; x limit = caffecli / GEMM-only limit")
+
+
+if __name__ == "__main__":
+    main()

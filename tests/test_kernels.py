@@ -1,0 +1,105 @@
+"""Host kernels: BLAS GEMMs into given buffers."""
+import numpy
+import pytest
+
+from caffecli.kernels.gemm import gemm, gemm_stack
+
+R = numpy.random.RandomState(3)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("orders", ["CCC", "CFC", "FCF", "FFC", "CCF"])
+def test_gemm_writes_and_accumulates_in_place(dtype, orders):
+    a = numpy.asarray(R.randn(5, 7), dtype, order=orders[0])
+    b = numpy.asarray(R.randn(7, 3), dtype, order=orders[1])
+    out = numpy.asarray(R.randn(5, 3), dtype, order=orders[2])
+    start = out.copy()
+    assert gemm(numpy, a, b, out, accumulate=True) is out
+    tol = 1e-5 if dtype == numpy.float32 else 1e-12
+    numpy.testing.assert_allclose(out, start + a @ b, rtol=tol, atol=tol)
+    gemm(numpy, a, b, out)
+    numpy.testing.assert_allclose(out, a @ b, rtol=tol, atol=tol)
+
+
+def test_gemm_falls_back_for_strided_operands_and_other_dtypes():
+    a = R.randn(6, 8)[::2, ::2]          # neither C nor Fortran ordered
+    b = R.randn(4, 3)
+    out = numpy.ones((3, 3))
+    gemm(numpy, a, b, out, accumulate=True)
+    numpy.testing.assert_allclose(out, 1 + a @ b, rtol=1e-12)
+    ints = numpy.zeros((2, 2), dtype=numpy.int64)
+    gemm(numpy, numpy.eye(2, dtype=numpy.int64), numpy.full((2, 2), 3), ints, accumulate=True)
+    assert (ints == [[3, 3], [3, 3]]).all()
+
+
+def test_gemm_empty_inner_dimension_sets_or_keeps():
+    out = numpy.full((2, 3), 5.0)
+    gemm(numpy, numpy.empty((2, 0)), numpy.empty((0, 3)), out, accumulate=True)
+    assert (out == 5).all()
+    gemm(numpy, numpy.empty((2, 0)), numpy.empty((0, 3)), out)
+    assert (out == 0).all()
+
+
+def test_gemm_accumulates_without_a_product_sized_temporary():
+    import tracemalloc
+    a, b = R.randn(4, 300).T.copy(), R.randn(4, 200)  # out (300, 200): 480 kB of float64
+    out = numpy.zeros((300, 200))
+    tracemalloc.start()
+    try:
+        gemm(numpy, a, b, out, accumulate=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < out.nbytes // 10
+    numpy.testing.assert_allclose(out, a @ b, rtol=1e-12)
+
+
+def test_gemm_stack_runs_each_group():
+    a, b = R.randn(3, 2, 4), R.randn(3, 4, 5)
+    out = numpy.zeros((3, 2, 5))
+    gemm_stack(numpy, a, b, out, accumulate=True)
+    numpy.testing.assert_allclose(out, numpy.matmul(a, b), rtol=1e-12)
+
+
+def test_threads_follow_omp_num_threads_then_affinity(monkeypatch):
+    import os
+    from caffecli.kernels import threads
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert threads.num_threads() == 3
+    monkeypatch.setenv("OMP_NUM_THREADS", "")
+    assert threads.num_threads() == len(os.sched_getaffinity(0))
+
+
+@pytest.mark.parametrize("text,shape", [
+    ('type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }', (5, 3, 9, 8)),
+    ('type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 }', (5, 3, 9, 8)),
+    ('type: "LRN" lrn_param { local_size: 5 alpha: 0.1 beta: 0.75 }', (5, 7, 4, 3)),
+    ('type: "ReLU"', (5, 3, 4, 4)),
+    ('type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 pad: 1 '
+     'weight_filler { type: "gaussian" std: 0.3 } }', (3, 5, 6, 6)),
+    ('type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2 '
+     'weight_filler { type: "gaussian" std: 0.3 } }', (3, 5, 9, 8)),
+])
+def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
+    """Layers whose host work is split across threads: one part or many, the same values."""
+    from caffecli import context
+    from caffecli.blob import Blob
+    from caffecli.kernels import threads
+    from gradcheck import make_layer
+    x = R.randn(*shape).astype(numpy.float32)
+    results = []
+    for count, min_part in (("1", 1 << 30), ("3", 1)):
+        monkeypatch.setenv("OMP_NUM_THREADS", count)
+        monkeypatch.setattr(threads, "MIN_PART_ELEMENTS", min_part)
+        context.set_random_seed(4)
+        layer = make_layer(text)
+        bottom, top = [Blob(shape)], [Blob()]
+        bottom[0].data[...] = x
+        layer.SetUp(bottom, top)
+        layer.Forward(bottom, top)
+        top[0].diff[...] = numpy.linspace(-1, 1, top[0].count).reshape(top[0].shape)
+        layer.Backward(top, [True], bottom)
+        results.append((top[0].data.copy(), bottom[0].diff.copy()))
+    (y1, dx1), (y3, dx3) = results
+    assert numpy.array_equal(y1, y3) and numpy.array_equal(dx1, dx3)
+    assert numpy.abs(dx1).sum() > 0
