@@ -17,6 +17,7 @@ import sys
 import threading
 
 from . import logfiles
+from .glog_sources import SOURCES
 
 SEVERITIES = "IWEF"
 _lock = threading.RLock()
@@ -115,8 +116,11 @@ def init_log(level=None, stderr=None):
 
 def log(message):
     """pycaffe's caffe.log(): one INFO line, from _caffe.cpp's Log()."""
-    info("_caffe.cpp:68", message)
+    info("_caffe.log", message)
+
+
 def min_level():
+    """The lowest severity index (0=INFO .. 3=FATAL) printed now."""
     return _config["min_level"]
 
 
@@ -147,13 +151,14 @@ def _write_stderr(text):
         stream.write(text + "\n")
 
 
-def emit(severity, where, message):
-    """One line of ``severity`` (I, W, E, F) from source ``where`` to stderr and/or files."""
+def emit(severity, line, message):
+    """One line of ``severity`` (I, W, E, F) to stderr and/or files; ``line`` names it in
+    glog_sources.SOURCES, which gives the ``file:line`` tag glog prints."""
     level = SEVERITIES.index(severity)
     c = _config
     if level < c["min_level"] or c["silenced"]:
         return
-    text = format_line(severity, where, message)
+    text = format_line(severity, SOURCES[line], message)
     with _lock:
         if _to_stderr(level):
             _write_stderr(text)
@@ -163,22 +168,22 @@ def emit(severity, where, message):
                 _write_stderr(failure)
 
 
-def info(where, message):
-    emit("I", where, message)
+def info(line, message):
+    emit("I", line, message)
 
 
-def warning(where, message):
-    emit("W", where, message)
+def warning(line, message):
+    emit("W", line, message)
 
 
-def error(where, message):
-    emit("E", where, message)
+def error(line, message):
+    emit("E", line, message)
 
 
-def vlog(verbosity, where, message):
+def vlog(verbosity, line, message):
     """glog's VLOG(n): an INFO line shown only when GLOG_v (or -v) is at least ``verbosity``."""
     if _config["verbose"] >= verbosity:
-        emit("I", where, message)
+        emit("I", line, message)
 
 
 def fmt(value):

@@ -49,7 +49,7 @@ class Net:
     # ---- construction (Caffe's Net::Init) ------------------------------------------------
     def _info(self, line, msg):
         if self.log:
-            glog.info("net.cpp:%d" % line, msg)
+            glog.info(line, msg)
 
     def _build(self, in_param):
         self.phase = in_param.state.phase
@@ -97,7 +97,8 @@ class Net:
             params = self.learnable_params
             norms = [sum(f(p) for p in params) for f in (Blob.asum_data, Blob.asum_diff,
                                                          Blob.sumsq_data, Blob.sumsq_diff)]
-            glog.error("net.cpp:619", "    [Backward] All net params (data, diff): L1 norm = "
+            glog.error("net.debug_backward_norms",
+                       "    [Backward] All net params (data, diff): L1 norm = "
                        "(%s, %s); L2 norm = (%s, %s)" % (glog.fmt(norms[0]), glog.fmt(norms[1]),
                                                          glog.fmt(norms[2] ** 0.5),
                                                          glog.fmt(norms[3] ** 0.5)))
@@ -123,20 +124,23 @@ class Net:
 
     def _debug_forward(self, rec):
         for top, tid in zip(rec.tops, rec.top_ids):
-            glog.info("net.cpp:577", "    [Forward] Layer %s, top blob %s data: %s" % (
+            glog.info("net.debug_forward_top", "    [Forward] Layer %s, top blob %s data: %s" % (
                 rec.name, self.blob_records[tid].name, _mean_abs(top, "data")))
         for blob, pid in zip(rec.layer.blobs, rec.param_ids):
-            glog.info("net.cpp:588", "    [Forward] Layer %s, param blob %s data: %s" % (
+            glog.info("net.debug_forward_param",
+                      "    [Forward] Layer %s, param blob %s data: %s" % (
                 rec.name, self.param_records[pid].display_name, _mean_abs(blob, "data")))
 
     def _debug_backward(self, rec):
         for bottom, bid, need in zip(rec.bottoms, rec.bottom_ids, rec.bottom_need_backward):
             if need:
-                glog.info("net.cpp:603", "    [Backward] Layer %s, bottom blob %s diff: %s" % (
+                glog.info("net.debug_backward_bottom",
+                          "    [Backward] Layer %s, bottom blob %s diff: %s" % (
                     rec.name, self.blob_records[bid].name, _mean_abs(bottom, "diff")))
         for j, blob in enumerate(rec.layer.blobs):
             if rec.layer.param_propagate_down[j]:
-                glog.info("net.cpp:614", "    [Backward] Layer %s, param blob %d diff: %s" % (
+                glog.info("net.debug_backward_param",
+                          "    [Backward] Layer %s, param blob %d diff: %s" % (
                     rec.name, j, _mean_abs(blob, "diff")))
 
     # ---- weights -------------------------------------------------------------------------
@@ -157,7 +161,7 @@ class Net:
             seen[lp.name] += 1
             lid = self.layer_names_index.get(lp.name)
             if lid is None:
-                self._info(769, "Ignoring source layer " + lp.name)
+                self._info("net.ignoring_source_layer", "Ignoring source layer " + lp.name)
                 continue
             target = self.records[lid].layer.blobs
             if len(target) != len(lp.blobs):

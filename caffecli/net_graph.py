@@ -67,13 +67,13 @@ class GraphBuilder:
 
     def _info(self, line, msg):
         if self.log:
-            glog.info("net.cpp:%d" % line, msg)
+            glog.info(line, msg)
 
     def build(self, in_param):
         """The records of the net ``in_param`` describes (self, filled in)."""
         self.phase = in_param.state.phase
         filtered = filter_net(in_param, self.log)
-        self._info(53, "Initializing net from parameters: \n"
+        self._info("net.init", "Initializing net from parameters: \n"
                    + net_to_text(filtered).rstrip("\n"))
         self.param = param = insert_splits(filtered)
         self.name = param.name
@@ -85,11 +85,11 @@ class GraphBuilder:
             self._add_layer(layer_id, lp)
         self._infer_backward(param.force_backward)
         for name in sorted(self._available):
-            self._info(244, "This network produces output " + name)
+            self._info("net.output", "This network produces output " + name)
             self.output_ids.append(self.blob_names_index[name])
         self.layer_names_index = {r.name: i for i, r in enumerate(self.records)}
         self._share_weights()
-        self._info(257, "Network initialization done.")
+        self._info("net.done", "Network initialization done.")
         return self
 
     def _add_layer(self, layer_id, lp):
@@ -99,11 +99,11 @@ class GraphBuilder:
             raise CaffeError("Layer %s: propagate_down must be given either 0 or bottom_size "
                              "(%d) times" % (lp.name, len(lp.bottom)))
         if self.log:
-            glog.info("layer_factory.hpp:77", "Creating layer " + lp.name)
+            glog.info("layer_factory.creating_layer", "Creating layer " + lp.name)
         layer = create_layer(lp, self.dtype)
         rec = LayerRecord(layer, lp.name)
         self.records.append(rec)
-        self._info(86, "Creating Layer " + lp.name)
+        self._info("net.creating_layer", "Creating Layer " + lp.name)
         for j, name in enumerate(lp.bottom):
             self._append_bottom(rec, lp, j, name)
         for j in range(len(lp.top)):
@@ -114,14 +114,15 @@ class GraphBuilder:
             for j in range(len(lp.top), max(layer.min_top_blobs, layer.exact_num_top_blobs)):
                 self._append_top(rec, lp, j, None)
         layer.SetUp(rec.bottoms, rec.tops)
-        self._info(124, "Setting up " + lp.name)
+        self._info("net.setting_up", "Setting up " + lp.name)
         for j, (top, tid) in enumerate(zip(rec.tops, rec.top_ids)):
             self.blob_records[tid].loss_weight = layer.loss(j)
-            self._info(131, "Top shape: " + top.shape_string())
+            self._info("net.top_shape", "Top shape: " + top.shape_string())
             if layer.loss(j):
-                self._info(134, "    with loss weight " + glog.fmt(layer.loss(j)))
+                self._info("net.with_loss_weight",
+                           "    with loss weight " + glog.fmt(layer.loss(j)))
             self._memory += top.count()
-        self._info(139, "Memory required for data: %d" % (self._memory * 4))
+        self._info("net.memory", "Memory required for data: %d" % (self._memory * 4))
         if len(lp.param) > len(layer.blobs):
             raise CaffeError("Too many params specified for layer %s (%d param specs, "
                              "%d parameter blobs)" % (lp.name, len(lp.param), len(layer.blobs)))
@@ -139,7 +140,7 @@ class GraphBuilder:
             raise CaffeError("Unknown bottom blob '%s' (layer '%s', bottom index %d)"
                              % (name, lp.name, j))
         bid = self.blob_names_index[name]
-        self._info(408, "%s <- %s" % (lp.name, name))
+        self._info("net.bottom", "%s <- %s" % (lp.name, name))
         rec.bottoms.append(self.blob_records[bid].blob)
         rec.bottom_ids.append(bid)
         self._available.discard(name)
@@ -152,13 +153,13 @@ class GraphBuilder:
         """A top: the bottom it overwrites in place, or a new blob (``name`` None: an anonymous
         extra top a layer asked for, never a net output)."""
         if name is not None and j < len(lp.bottom) and name == lp.bottom[j]:
-            self._info(369, "%s -> %s (in-place)" % (lp.name, name))
+            self._info("net.top_in_place", "%s -> %s (in-place)" % (lp.name, name))
             bid = self.blob_names_index[name]
         elif name is not None and name in self.blob_names_index:
             raise CaffeError("Top blob '%s' produced by multiple sources (layer '%s')"
                              % (name, lp.name))
         else:
-            self._info(382, "%s -> %s" % (lp.name, name or "(automatic)"))
+            self._info("net.top", "%s -> %s" % (lp.name, name or "(automatic)"))
             bid = len(self.blob_records)
             self.blob_records.append(BlobRecord(name or "(automatic)", Blob(dtype=self.dtype)))
             if name is not None:
@@ -184,7 +185,7 @@ class GraphBuilder:
         p.owner = self._param_names[spec.name]
         owner = self.param_records[p.owner]
         owner_name = self.records[owner.layer_id].name
-        self._info(498, "Sharing parameters '%s' owned by layer '%s', param index %d"
+        self._info("net.sharing", "Sharing parameters '%s' owned by layer '%s', param index %d"
                    % (spec.name, owner_name, owner.index))
         permissive = spec.share_mode == caffe_pb2.ParamSpec.PERMISSIVE
         if permissive and p.blob.count() != owner.blob.count():
@@ -222,9 +223,9 @@ class GraphBuilder:
             if not contributes:
                 rec.need_backward = False
             if rec.need_backward:
-                self._info(200, "%s needs backward computation." % rec.name)
+                self._info("net.needs_backward", "%s needs backward computation." % rec.name)
             else:
-                self._info(202, "%s does not need backward computation." % rec.name)
+                self._info("net.no_backward", "%s does not need backward computation." % rec.name)
             for j, bid in enumerate(rec.bottom_ids):
                 name = self.blob_records[bid].name
                 if contributes:

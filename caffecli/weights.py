@@ -54,7 +54,7 @@ def _load_hdf5_layer(net, path, lname, group):
     import h5py
     lid = net.layer_names_index.get(lname)
     if lid is None:
-        net._info(803, "Ignoring source layer " + lname)
+        net._info("net.ignoring_source_layer_h5", "Ignoring source layer " + lname)
         return
     if not isinstance(group, h5py.Group):
         raise CaffeError("%s: data/%s is not a group of parameter blobs" % (path, lname))

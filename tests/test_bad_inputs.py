@@ -238,7 +238,7 @@ def test_releasing_a_database_while_another_opens_does_not_deadlock(tmp_path):
 def test_the_error_is_the_last_line_even_with_a_prefetch_thread_logging(capsys):
     """A data thread that logs on must be stopped before the error line is printed."""
     def produce():
-        glog.info("data_layer.cpp:90", "Restarting data prefetching from start.")
+        glog.info("data.restarting", "Restarting data prefetching from start.")
         time.sleep(0.001)
         return 0
 
@@ -250,7 +250,7 @@ def test_the_error_is_the_last_line_even_with_a_prefetch_thread_logging(capsys):
     try:
         assert cli_errors.run_guarded(fail, debug=False) == 1
         time.sleep(0.05)
-        glog.info("x.cpp:1", "after the error")
+        glog.info("data.restarting", "after the error")
     finally:
         glog.restore_config(saved)
     lines = capsys.readouterr().err.splitlines()

@@ -148,7 +148,7 @@ def test_pycaffe_init_log_sends_info_to_files(fresh_glog, tmp_path):
     assert not list(tmp_path.iterdir())
     caffecli.init_log()
     caffecli.log("to the file")
-    glog.error("x.cpp:1", "an error")
+    glog.error("io.cannot_open_image", "an error")
     assert "to the file" not in fresh_glog.getvalue()     # INFO: files only
     assert "an error" in fresh_glog.getvalue()            # ERROR: stderrthreshold 2
     info = body(tmp_path / "caffecli.INFO")
@@ -161,17 +161,17 @@ def test_pycaffe_init_log_level_and_stderr(fresh_glog, tmp_path):
     import caffecli
     caffecli.init_log(1, True)
     caffecli.log("hidden")
-    glog.warning("x.cpp:2", "shown")
+    glog.warning("convert_imageset.unknown_encoding", "shown")
     assert "hidden" not in fresh_glog.getvalue() and "shown" in fresh_glog.getvalue()
     assert not list(tmp_path.iterdir())                   # logtostderr: no files
 
 
 def test_verbose_lines_follow_glog_v(fresh_glog, monkeypatch):
-    glog.vlog(1, "x.cpp:3", "quiet")
+    glog.vlog(1, "snapshot.sidecar_saved", "quiet")
     monkeypatch.setenv("GLOG_v", "1")
     glog.configure()
-    glog.vlog(1, "x.cpp:3", "verbose one")
-    glog.vlog(2, "x.cpp:3", "verbose two")
+    glog.vlog(1, "snapshot.sidecar_saved", "verbose one")
+    glog.vlog(2, "snapshot.sidecar_saved", "verbose two")
     out = fresh_glog.getvalue()
     assert "quiet" not in out and "verbose one" in out and "verbose two" not in out
 
@@ -188,3 +188,28 @@ def test_file_name_has_glogs_fields():
     import datetime
     name = logfiles.file_name("caffecli", 1, datetime.datetime(2026, 1, 2, 3, 4, 5), pid=42)
     assert FILE_NAME.match(name) and name.endswith(".log.WARNING.20260102-030405.42")
+
+
+def test_every_line_caffecli_logs_names_a_source_in_the_table():
+    """Log calls name their line; each name must be in glog_sources (glog prints its tag)."""
+    import os
+    import re
+    from caffecli.glog_sources import SOURCES
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "caffecli")
+    call = re.compile(r'(?:glog\.(?:info|warning|error)\(|glog\.vlog\(\d+, |_info\(|'
+                      r'log_where = |_log_outputs\([\w.]+, )"([^"]+)"')
+    names = set()
+    for folder, _, files in os.walk(root):
+        for f in files:
+            if f.endswith(".py"):
+                with open(os.path.join(folder, f)) as src:
+                    names.update(call.findall(src.read()))
+    assert len(names) > 150
+    assert sorted(n for n in names if n not in SOURCES and "%" not in n) == []
+    for command in ("test", "time"):                      # names formatted at the call
+        assert "caffe.%s_use_cpu" % command in SOURCES and "caffe.%s_use_gpu" % command in SOURCES
+    assert "db_lmdb.opened" in SOURCES and "db_leveldb.opened" in SOURCES
+    from caffecli.proto.upgrade_v0 import V0_FIELDS
+    assert all("upgrade_proto.v0_unknown_%s" % field in SOURCES
+               for field, routes in V0_FIELDS if routes is not None)
+    assert all(re.fullmatch(r"[\w./]+\.(cpp|hpp|py)(:\d+)?", tag) for tag in SOURCES.values())

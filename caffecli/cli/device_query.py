@@ -39,10 +39,10 @@ def run_device_query(gpu):
     """Log each requested device's properties; unusable GPUs raise CaffeError."""
     if not gpu:
         raise CaffeError("Need a GPU to query (--gpu N, --gpu 0,1 or --gpu all).")
-    glog.info("caffe.cpp:138", "Querying GPUs " + gpu)
+    glog.info("caffe.querying_gpus", "Querying GPUs " + gpu)
     for device in parse_gpus(gpu):
         props = backend.device_properties(device)
-        glog.info("common.cpp:178", "Device id:                     %d" % device)
+        glog.info("common.device_id", "Device id:                     %d" % device)
         for label, key in _FIELDS:
-            glog.info("common.cpp:179", label + _show(props.get(key, "?"), key))
+            glog.info("common.device_property", label + _show(props.get(key, "?"), key))
     return 0

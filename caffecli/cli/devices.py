@@ -34,14 +34,14 @@ def parse_gpus(flag):
     return gpus
 
 
-def use_single_device(gpus, cpu_line, gpu_line):
+def use_single_device(gpus, command):
     """Set CPU or GPU mode for test/time, logging as caffe.cpp does at those lines."""
     if gpus:
-        glog.info("caffe.cpp:%d" % gpu_line, "Use GPU with device ID %d" % gpus[0])
+        glog.info("caffe.%s_use_gpu" % command, "Use GPU with device ID %d" % gpus[0])
         context.set_device(gpus[0])
         context.set_mode_gpu()
     else:
-        glog.info("caffe.cpp:%d" % cpu_line, "Use CPU.")
+        glog.info("caffe.%s_use_cpu" % command, "Use CPU.")
         context.set_mode_cpu()
 
 

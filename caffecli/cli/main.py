@@ -119,7 +119,7 @@ def _run_brew(parsed):
     _configure_logging(parsed)
     for flag in dict.fromkeys(parsed.given):
         if flag not in command.flags and gflags.BY_NAME[flag].source == gflags.SOURCES[0]:
-            glog.warning("main.py:0", "Flag -%s is not used by '%s'; ignored" % (flag, name))
+            glog.warning("main.unused_flag", "Flag -%s is not used by '%s'; ignored" % (flag, name))
     return command.run(parsed.values, gflags.split_list(parsed.stages)) or 0
 
 

@@ -17,10 +17,10 @@ def run_test(model, weights, iterations=50, gpu="", level=0, stages=("",), phase
         raise CaffeError("Need a model definition to score (--model).")
     if not weights:
         raise CaffeError("Need model weights to score (--weights).")
-    use_single_device(parse_gpus(gpu), 275, 266)
+    use_single_device(parse_gpus(gpu), "test")
     net = Net(model, phase, level=level, stages=list(stages))
     net.copy_trained_layers_from(weights)
-    glog.info("caffe.cpp:281", "Running for %d iterations." % iterations)
+    glog.info("caffe.running_iterations", "Running for %d iterations." % iterations)
     f32 = numpy.float32
     scores, score_output = [], []
     loss = f32(0)
@@ -36,10 +36,10 @@ def run_test(model, weights, iterations=50, gpu="", level=0, stages=("",), phase
                 else:
                     scores[idx] = f32(scores[idx] + score)
                 idx += 1
-                glog.info("caffe.cpp:304", "Batch %d, %s = %s" % (i, name, glog.fmt(score)))
+                glog.info("caffe.batch", "Batch %d, %s = %s" % (i, name, glog.fmt(score)))
     with numpy.errstate(divide="ignore", invalid="ignore"):
         loss = f32(loss / f32(iterations))
-    glog.info("caffe.cpp:309", "Loss: " + glog.fmt(loss))
+    glog.info("caffe.loss", "Loss: " + glog.fmt(loss))
     means = {}
     for score, j in zip(scores, score_output):
         name = net.output_names[j]
@@ -49,6 +49,6 @@ def run_test(model, weights, iterations=50, gpu="", level=0, stages=("",), phase
         extra = ""
         if weight:
             extra = " (* %s = %s loss)" % (glog.fmt(weight), glog.fmt(f32(weight * mean)))
-        glog.info("caffe.cpp:321", "%s = %s%s" % (name, glog.fmt(mean), extra))
+        glog.info("caffe.test_output", "%s = %s%s" % (name, glog.fmt(mean), extra))
         means.setdefault(name, []).append(float(mean))
     return float(loss), means

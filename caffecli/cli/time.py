@@ -23,16 +23,16 @@ def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
     """Time ``model``; return {"forward": ms, "backward": ms, "forward_backward": ms} averages."""
     if not model:
         raise CaffeError("Need a model definition to time (--model).")
-    use_single_device(parse_gpus(gpu), 343, 339)
+    use_single_device(parse_gpus(gpu), "time")
     net = Net(model, phase, level=level, stages=list(stages))
-    glog.info("caffe.cpp:351", "Performing Forward")
+    glog.info("caffe.performing_forward", "Performing Forward")
     initial_loss = net.forward_pass()
-    glog.info("caffe.cpp:356", "Initial loss: " + glog.fmt(numpy.float32(initial_loss)))
-    glog.info("caffe.cpp:357", "Performing Backward")
+    glog.info("caffe.initial_loss", "Initial loss: " + glog.fmt(numpy.float32(initial_loss)))
+    glog.info("caffe.performing_backward", "Performing Backward")
     net.backward_pass()
     records = net.records
-    glog.info("caffe.cpp:365", "*** Benchmark begins ***")
-    glog.info("caffe.cpp:366", "Testing for %d iterations." % iterations)
+    glog.info("caffe.benchmark_begins", "*** Benchmark begins ***")
+    glog.info("caffe.testing_for_iterations", "Testing for %d iterations." % iterations)
     synchronize()
     clock = _clock.perf_counter
     total_start = clock()
@@ -55,23 +55,24 @@ def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
             synchronize()
             backward_us[i] += _us(clock() - t)
         backward_time += _us(clock() - bwd_start)
-        glog.info("caffe.cpp:394", "Iteration: %d forward-backward time: %s ms."
+        glog.info("caffe.iteration_time", "Iteration: %d forward-backward time: %s ms."
                   % (j + 1, glog.fmt(_us(clock() - iter_start) / 1000)))
-    glog.info("caffe.cpp:397", "Average time per layer: ")
+    glog.info("caffe.average_time_per_layer", "Average time per layer: ")
     n = iterations or float("nan")  # Caffe divides by zero too
     for i, rec in enumerate(records):
         name = rec.name
-        glog.info("caffe.cpp:400", "%10s\tforward: %s ms."
+        glog.info("caffe.layer_forward_ms", "%10s\tforward: %s ms."
                   % (name, glog.fmt(forward_us[i] / 1000 / n)))
-        glog.info("caffe.cpp:403", "%10s\tbackward: %s ms."
+        glog.info("caffe.layer_backward_ms", "%10s\tbackward: %s ms."
                   % (name, glog.fmt(backward_us[i] / 1000 / n)))
     total_ms = _us(clock() - total_start) / 1000
     result = {"forward": forward_time / 1000 / n, "backward": backward_time / 1000 / n,
               "forward_backward": total_ms / n}
-    glog.info("caffe.cpp:408", "Average Forward pass: %s ms." % glog.fmt(result["forward"]))
-    glog.info("caffe.cpp:410", "Average Backward pass: %s ms." % glog.fmt(result["backward"]))
-    glog.info("caffe.cpp:412", "Average Forward-Backward: %s ms."
+    glog.info("caffe.average_forward", "Average Forward pass: %s ms." % glog.fmt(result["forward"]))
+    glog.info("caffe.average_backward",
+              "Average Backward pass: %s ms." % glog.fmt(result["backward"]))
+    glog.info("caffe.average_forward_backward", "Average Forward-Backward: %s ms."
               % glog.fmt(result["forward_backward"]))
-    glog.info("caffe.cpp:414", "Total Time: %s ms." % glog.fmt(total_ms))
-    glog.info("caffe.cpp:415", "*** Benchmark ends ***")
+    glog.info("caffe.total_time_ms", "Total Time: %s ms." % glog.fmt(total_ms))
+    glog.info("caffe.benchmark_ends", "*** Benchmark ends ***")
     return result

@@ -107,14 +107,14 @@ def _select_devices(param, gpu_flag, job=None):
     else:
         gpus = parse_gpus(gpu_flag)
     if not gpus:
-        glog.info("caffe.cpp:197", "Use CPU.")
+        glog.info("caffe.use_cpu", "Use CPU.")
         context.set_mode_cpu()
         return gpus
     if job is not None:
         gpus = [mpi_rank.local_device(gpus, job.world)]
-    glog.info("caffe.cpp:204", "Using GPUs " + ", ".join(str(g) for g in gpus))
+    glog.info("caffe.using_gpus", "Using GPUs " + ", ".join(str(g) for g in gpus))
     for g in gpus:
-        glog.info("caffe.cpp:209", "GPU %d: %s" % (g, device_name(g)))
+        glog.info("caffe.gpu_name", "GPU %d: %s" % (g, device_name(g)))
     param.device_id = gpus[0]
     context.set_device(gpus[0])
     context.set_mode_gpu()
@@ -171,9 +171,9 @@ def _train(solver_path, weights, snapshot, gpu, level, stages, sigint_effect, si
                 return handler.action()
             solver.action_request = action
             if snapshot and root:
-                glog.info("caffe.cpp:235", "Resuming from " + snapshot)
+                glog.info("caffe.resuming_from", "Resuming from " + snapshot)
                 solver.restore(snapshot)
-        glog.info("caffe.cpp:239", "Starting Optimization")
+        glog.info("caffe.starting_optimization", "Starting Optimization")
         if job is not None:
             job.solver = solver
             parallel = ProcessParallel(solver, job.comm, bucket)
@@ -188,5 +188,5 @@ def _train(solver_path, weights, snapshot, gpu, level, stages, sigint_effect, si
             solver.solve()
         if progress is not None:
             progress.update()
-    glog.info("caffe.cpp:250", "Optimization Done.")
+    glog.info("caffe.optimization_done", "Optimization Done.")
     return 0

@@ -72,7 +72,7 @@ class DBSource(Dealt):
 
     def _next(self):
         if self.cursor.next():
-            glog.info("data_layer.cpp:73", "Restarting data prefetching from start.")
+            glog.info("data.restarting", "Restarting data prefetching from start.")
         self.offset += 1
 
     def _name(self):

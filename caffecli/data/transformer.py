@@ -48,7 +48,7 @@ class DataTransformer:
                              % what)
         if p.HasField("mean_file"):
             self.mean_file = p.mean_file
-            glog.info("data_transformer.cpp:25", "Loading mean file from: " + p.mean_file)
+            glog.info("data_transformer.mean_file", "Loading mean file from: " + p.mean_file)
             self.mean = load_mean_file(p.mean_file)
         self.rng = None
         self.init_rand()

@@ -36,7 +36,7 @@ def load_hdf5_file(filename, names, dtype):
                 raise CaffeError("%s: dataset %s must have at least 1 axis" % (filename, name))
             if not logged_class:
                 logged_class.append(True)
-                glog.info("hdf5.cpp:%d" % (33 if ds.dtype.kind == "f" else 36),
+                glog.info("hdf5.float" if ds.dtype.kind == "f" else "hdf5.double",
                           "Datatype class: %s" % ("H5T_FLOAT" if ds.dtype.kind == "f"
                                                   else "H5T_INTEGER"))
             arrays.append(numpy.asarray(ds[()], dtype=dtype))

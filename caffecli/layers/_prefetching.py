@@ -51,7 +51,7 @@ class PrefetchingDataLayer(Layer):
                                      name="%s prefetch" % self.name)
         self._finalizer = weakref.finalize(self, _shutdown, self.prefetcher, self.source)
 
-    log_where = "data_layer.cpp:45"
+    log_where = "data.output_size"
 
     def make_source(self, top, dtype):
         raise NotImplementedError

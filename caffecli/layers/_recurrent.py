@@ -35,7 +35,7 @@ class RecurrentLayer(Layer):
             raise self.error("bottom[0] must have at least 2 axes -- (#timesteps, #streams, ...), "
                              "got %s" % x.shape_string())
         self.T, self.N = x.shape[0], x.shape[1]
-        glog.info("recurrent_layer.cpp:20", "Initializing recurrent layer: assuming input batch "
+        glog.info("recurrent.initializing", "Initializing recurrent layer: assuming input batch "
                   "contains %d timesteps of %d independent streams." % (self.T, self.N))
         self._check_cont(bottom)
         self.H = rp.num_output
@@ -60,7 +60,7 @@ class RecurrentLayer(Layer):
             self.blobs = [fill(Blob(shape, x.dtype), filler) for _, shape, filler in shapes]
             self._consume_unrolled_fills(shapes, x.dtype)
         for i, (name, _, _) in enumerate(shapes):
-            glog.info("recurrent_layer.cpp:150", "Adding parameter %d: %s" % (i, name))
+            glog.info("recurrent.adding_parameter", "Adding parameter %d: %s" % (i, name))
         self.param_propagate_down = [True] * len(self.blobs)
 
     def _consume_unrolled_fills(self, shapes, dtype):

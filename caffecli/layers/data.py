@@ -20,6 +20,6 @@ class DataLayer(PrefetchingDataLayer):
                           self.output_labels, force_color=tp.force_color,
                           force_gray=tp.force_gray, rand_skip=p.rand_skip,
                           share=context.data_share(self.phase == caffe_pb2.TRAIN))
-        glog.info("db_%s.cpp:%d" % (backend_name, 35 if backend_name == "lmdb" else 18),
+        glog.info("db_%s.opened" % backend_name,
                   "Opened %s %s" % (backend_name, p.source))
         return source

@@ -35,12 +35,12 @@ class HDF5DataLayer(Layer):
         self.shuffle = bool(p.shuffle)
         self.names = list(self.layer_param.top)
         self.dtype = numpy.dtype(top[0].dtype)
-        glog.info("hdf5_data_layer.cpp:81", "Loading list of HDF5 filenames from: " + p.source)
+        glog.info("hdf5_data.loading_list", "Loading list of HDF5 filenames from: " + p.source)
         if not os.path.isfile(p.source):
             raise self.error("failed to open source file %s" % p.source)
         with open(p.source) as f:
             self.filenames = f.read().split()
-        glog.info("hdf5_data_layer.cpp:95", "Number of HDF5 files: %d" % len(self.filenames))
+        glog.info("hdf5_data.files", "Number of HDF5 files: %d" % len(self.filenames))
         if not self.filenames:
             raise self.error("must have at least 1 HDF5 filename listed in %s" % p.source)
         self.file_perm = numpy.arange(len(self.filenames))

@@ -31,14 +31,14 @@ class HDF5OutputLayer(Layer):
                              % (bottom[0].shape_string(), bottom[1].shape_string()))
 
     def forward(self, bottom, top):
-        glog.info("hdf5_output_layer.cpp:31", "Saving HDF5 file " + self.file_name)
+        glog.info("hdf5_output.saving", "Saving HDF5 file " + self.file_name)
         with _h5py().File(self.file_name, "a") as f:
             for name, blob in (("data", bottom[0]), ("label", bottom[1])):
                 if name in f:
                     del f[name]
                 arr = blob.data.reshape(legacy_shape(blob.shape))
                 f.create_dataset(name, data=arr)
-        glog.info("hdf5_output_layer.cpp:39", "Successfully saved %d rows" % bottom[0].shape[0])
+        glog.info("hdf5_output.saved", "Successfully saved %d rows" % bottom[0].shape[0])
 
     def backward(self, top, propagate_down, bottom):
         pass

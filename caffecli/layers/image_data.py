@@ -14,15 +14,15 @@ class ImageDataLayer(PrefetchingDataLayer):
     exact_num_top_blobs = 2
     min_top_blobs = -1
     max_top_blobs = -1
-    log_where = "image_data_layer.cpp:90"
+    log_where = "image_data.output_size"
 
     def make_source(self, top, dtype):
         p = self.layer_param.image_data_param
-        glog.info("image_data_layer.cpp:38", "Opening file " + p.source)
+        glog.info("image_data.opening", "Opening file " + p.source)
         lines = read_image_list(p.source)
         if p.shuffle:
-            glog.info("image_data_layer.cpp:53", "Shuffling data")
-        glog.info("image_data_layer.cpp:63", "A total of %d images." % len(lines))
+            glog.info("image_data.shuffling", "Shuffling data")
+        glog.info("image_data.images", "A total of %d images." % len(lines))
         return ImageListSource(lines, p.root_folder, p.batch_size, self.transformer, dtype,
                                new_height=p.new_height, new_width=p.new_width,
                                is_color=p.is_color, shuffle=p.shuffle, rand_skip=p.rand_skip,

@@ -10,11 +10,11 @@ class WindowDataLayer(PrefetchingDataLayer):
     exact_num_top_blobs = 2
     min_top_blobs = -1
     max_top_blobs = -1
-    log_where = "window_data_layer.cpp:180"
+    log_where = "window_data.output_size"
 
     def make_source(self, top, dtype):
         p = self.layer_param.window_data_param
         source = WindowSource(p, self.layer_param.transform_param, dtype,
                               what="Layer %s (WindowData)" % self.name)
-        glog.info("window_data_layer.cpp:157", "Number of images: %d" % len(source.images))
+        glog.info("window_data.images", "Number of images: %d" % len(source.images))
         return source

@@ -10,7 +10,7 @@ import os
 from .. import glog
 from ..errors import CaffeError
 from . import caffe_pb2
-from .upgrade_v0 import source_line, upgrade_v0_net
+from .upgrade_v0 import upgrade_v0_net
 
 V1 = caffe_pb2.V1LayerParameter
 
@@ -134,7 +134,8 @@ def upgrade_v1_layer(v1, source):
         if v1.HasField(name):
             getattr(out, name).CopyFrom(getattr(v1, name))
     if v1.HasField("layer"):
-        glog.error(source_line(870), "Input NetParameter has V0 layer -- ignoring.")
+        glog.error("upgrade_proto.v0_layers_ignored",
+                   "Input NetParameter has V0 layer -- ignoring.")
         ok = False
     return out, ok
 
@@ -156,7 +157,7 @@ def upgrade_v1_net(param, source):
         layer, good = upgrade_v1_layer(v1, source)
         out.layer.add().CopyFrom(layer)
         if not good:
-            glog.error(source_line(684), "Upgrade of input layer %d failed." % i)
+            glog.error("upgrade_proto.input_layer_failed", "Upgrade of input layer %d failed." % i)
             ok = False
     return out, ok
 
@@ -208,52 +209,64 @@ def upgrade_net_batchnorm(param):
 def upgrade_net_as_needed(param, source="<net>"):
     """Upgrade ``param`` in place (and return it) as Caffe's UpgradeNetAsNeeded does."""
     if net_needs_v0_to_v1_upgrade(param):
-        glog.info(source_line(28), "Attempting to upgrade input file specified using deprecated "
+        glog.info("upgrade_proto.v0_attempt",
+                  "Attempting to upgrade input file specified using deprecated "
                   "V0LayerParameter: " + source)
         upgraded, ok = upgrade_v0_net(param, source)
         param.CopyFrom(upgraded)
         if ok:
-            glog.info(source_line(36), "Successfully upgraded file specified using deprecated "
+            glog.info("upgrade_proto.v0_done",
+                      "Successfully upgraded file specified using deprecated "
                       "V0LayerParameter")
         else:
-            glog.error(source_line(33), "Warning: had one or more problems upgrading "
+            glog.error("upgrade_proto.v0_problems", "Warning: had one or more problems upgrading "
                        "V0NetParameter to NetParameter (see above); continuing anyway.")
-        glog.warning(source_line(39), "Note that future Caffe releases will not support "
+        glog.warning("upgrade_proto.v0_note", "Note that future Caffe releases will not support "
                      "V0NetParameter; use ./build/tools/upgrade_net_proto_text for prototxt "
                      "and ./build/tools/upgrade_net_proto_binary for model weights upgrade this "
                      "and any other net protos to the new format.")
     if net_needs_data_upgrade(param):
-        glog.info(source_line(46), "Attempting to upgrade input file specified using deprecated "
+        glog.info("upgrade_proto.transform_attempt",
+                  "Attempting to upgrade input file specified using deprecated "
                   "transformation parameters: " + source)
         upgrade_net_data_transformation(param)
-        glog.info(source_line(49), "Successfully upgraded file specified using deprecated data "
+        glog.info("upgrade_proto.transform_done",
+                  "Successfully upgraded file specified using deprecated data "
                   "transformation parameters.")
-        glog.warning(source_line(51), "Note that future Caffe releases will only support "
+        glog.warning("upgrade_proto.transform_note",
+                     "Note that future Caffe releases will only support "
                      "transform_param messages for transformation fields.")
     if net_needs_v1_to_v2_upgrade(param):
-        glog.info(source_line(55), "Attempting to upgrade input file specified using deprecated "
+        glog.info("upgrade_proto.v1_attempt",
+                  "Attempting to upgrade input file specified using deprecated "
                   "V1LayerParameter: " + source)
         upgraded, ok = upgrade_v1_net(param, source)
         param.CopyFrom(upgraded)
         if ok:
-            glog.info(source_line(63), "Successfully upgraded file specified using deprecated "
+            glog.info("upgrade_proto.v1_done",
+                      "Successfully upgraded file specified using deprecated "
                       "V1LayerParameter")
         else:
-            glog.error(source_line(60), "Warning: had one or more problems upgrading "
+            glog.error("upgrade_proto.v1_problems", "Warning: had one or more problems upgrading "
                        "V1LayerParameter (see above); continuing anyway.")
     if net_needs_input_upgrade(param):
-        glog.info(source_line(69), "Attempting to upgrade input file specified using deprecated "
+        glog.info("upgrade_proto.input_attempt",
+                  "Attempting to upgrade input file specified using deprecated "
                   "input fields: " + source)
         upgrade_net_input(param, source)
-        glog.info(source_line(72), "Successfully upgraded file specified using deprecated "
+        glog.info("upgrade_proto.input_done",
+                  "Successfully upgraded file specified using deprecated "
                   "input fields.")
-        glog.warning(source_line(74), "Note that future Caffe releases will only support "
+        glog.warning("upgrade_proto.input_note",
+                     "Note that future Caffe releases will only support "
                      "input layers and not input fields.")
     if net_needs_batchnorm_upgrade(param):
-        glog.info(source_line(79), "Attempting to upgrade batch norm layers using deprecated "
+        glog.info("upgrade_proto.batchnorm_attempt",
+                  "Attempting to upgrade batch norm layers using deprecated "
                   "params: " + source)
         upgrade_net_batchnorm(param)
-        glog.info(source_line(82), "Successfully upgraded batch norm layers using deprecated "
+        glog.info("upgrade_proto.batchnorm_done",
+                  "Successfully upgraded batch norm layers using deprecated "
                   "params.")
     return param
 
@@ -265,7 +278,7 @@ def upgrade_solver_type(param, source="<solver>"):
                          "type field (string) cannot be both specified in solver proto text."
                          % source)
     if not param.HasField("solver_type"):
-        glog.error(source_line(1073), "Warning: solver type already up to date. ")
+        glog.error("upgrade_proto.solver_type_current", "Warning: solver type already up to date. ")
         return False
     if param.solver_type not in _SOLVER_TYPES:
         raise CaffeError("%s: Unknown SolverParameter solver_type: %d"
@@ -279,15 +292,19 @@ def upgrade_solver_as_needed(param, source="<solver>"):
     """Upgrade a SolverParameter in place (and return it) as Caffe's UpgradeSolverAsNeeded,
     then reject values no solver can run with."""
     if param.HasField("solver_type"):
-        glog.info(source_line(1084), "Attempting to upgrade input file specified using deprecated "
+        glog.info("upgrade_proto.solver_attempt",
+                  "Attempting to upgrade input file specified using deprecated "
                   "'solver_type' field (enum)': " + source)
         if upgrade_solver_type(param, source):
-            glog.info(source_line(1091), "Successfully upgraded file specified using deprecated "
+            glog.info("upgrade_proto.solver_done",
+                      "Successfully upgraded file specified using deprecated "
                       "'solver_type' field (enum) to 'type' field (string).")
-            glog.warning(source_line(1093), "Note that future Caffe releases will only support "
+            glog.warning("upgrade_proto.solver_note",
+                         "Note that future Caffe releases will only support "
                          "'type' field (string) for a solver's type.")
         else:
-            glog.error(source_line(1088), "Warning: had one or more problems upgrading "
+            glog.error("upgrade_proto.solver_problems",
+                       "Warning: had one or more problems upgrading "
                        "SolverType (see above).")
     check_solver_values(param, source)
     return param
@@ -304,11 +321,12 @@ def upgrade_snapshot_prefix(param, source):
     stem under a directory prefix (Caffe's UpgradeSnapshotPrefixProperty)."""
     if not param.HasField("snapshot_prefix"):
         param.snapshot_prefix = os.path.splitext(source)[0]
-        glog.info(source_line(1108), "snapshot_prefix was not specified and is set to "
+        glog.info("upgrade_proto.prefix_default", "snapshot_prefix was not specified and is set to "
                   + param.snapshot_prefix)
     elif os.path.isdir(param.snapshot_prefix):
         stem = os.path.splitext(os.path.basename(source))[0]
         param.snapshot_prefix = os.path.join(param.snapshot_prefix, stem)
-        glog.info(source_line(1113), "snapshot_prefix was a directory and is replaced to "
+        glog.info("upgrade_proto.prefix_directory",
+                  "snapshot_prefix was a directory and is replaced to "
                   + param.snapshot_prefix)
     return param

@@ -20,7 +20,7 @@ V0_TYPES = {
 }
 
 
-# V0 field -> {v0 layer type: (V1 sub-message, field there, how)}; how is "set", "add"
+# (V0 field, {v0 layer type: (V1 sub-message, field there, how)}); how is "set", "add"
 # (repeated) or "copy" (message). A type not listed logs Caffe's "Unknown parameter" error.
 _CONV_IP = {"conv": "convolution_param", "innerproduct": "inner_product_param"}
 
@@ -34,42 +34,42 @@ def _route(mapping, field, how="set"):
 
 
 V0_FIELDS = [
-    ("num_output", 237, _route(_CONV_IP, "num_output")),
-    ("biasterm", 249, _route(_CONV_IP, "bias_term")),
-    ("weight_filler", 261, _route(_CONV_IP, "weight_filler", "copy")),
-    ("bias_filler", 273, _route(_CONV_IP, "bias_filler", "copy")),
-    ("pad", 283, {"conv": ("convolution_param", "pad", "add"),
-                  "pool": ("pooling_param", "pad", "set")}),
-    ("kernelsize", 295, {"conv": ("convolution_param", "kernel_size", "add"),
-                         "pool": ("pooling_param", "kernel_size", "set")}),
-    ("group", 304, {"conv": ("convolution_param", "group", "set")}),
-    ("stride", 316, {"conv": ("convolution_param", "stride", "add"),
-                     "pool": ("pooling_param", "stride", "set")}),
-    ("pool", 341, {"pool": ("pooling_param", "pool", "set")}),
-    ("dropout_ratio", 350, {"dropout": ("dropout_param", "dropout_ratio", "set")}),
-    ("local_size", 359, {"lrn": ("lrn_param", "local_size", "set")}),
-    ("alpha", 367, {"lrn": ("lrn_param", "alpha", "set")}),
-    ("beta", 375, {"lrn": ("lrn_param", "beta", "set")}),
-    ("k", 383, {"lrn": ("lrn_param", "k", "set")}),
-    ("source", 403, dict(_route(_DATA_SRC, "source"),
-                         infogain_loss=("infogain_loss_param", "source", "set"))),
-    ("scale", 0, None),        # None: always into transform_param (see _V0_TRANSFORM)
-    ("meanfile", 0, None),
-    ("batchsize", 429, _route(_DATA_SRC, "batch_size")),
-    ("cropsize", 0, None),
-    ("mirror", 0, None),
-    ("rand_skip", 449, {"data": ("data_param", "rand_skip", "set"),
-                        "images": ("image_data_param", "rand_skip", "set")}),
-    ("shuffle_images", 458, {"images": ("image_data_param", "shuffle", "set")}),
-    ("new_height", 467, {"images": ("image_data_param", "new_height", "set")}),
-    ("new_width", 476, {"images": ("image_data_param", "new_width", "set")}),
-    ("concat_dim", 485, {"concat": ("concat_param", "concat_dim", "set")}),
-    ("det_fg_threshold", 494, {"window_data": ("window_data_param", "fg_threshold", "set")}),
-    ("det_bg_threshold", 504, {"window_data": ("window_data_param", "bg_threshold", "set")}),
-    ("det_fg_fraction", 514, {"window_data": ("window_data_param", "fg_fraction", "set")}),
-    ("det_context_pad", 524, {"window_data": ("window_data_param", "context_pad", "set")}),
-    ("det_crop_mode", 534, {"window_data": ("window_data_param", "crop_mode", "set")}),
-    ("hdf5_output_param", 544, {"hdf5_output": ("hdf5_output_param", None, "copy")}),
+    ("num_output", _route(_CONV_IP, "num_output")),
+    ("biasterm", _route(_CONV_IP, "bias_term")),
+    ("weight_filler", _route(_CONV_IP, "weight_filler", "copy")),
+    ("bias_filler", _route(_CONV_IP, "bias_filler", "copy")),
+    ("pad", {"conv": ("convolution_param", "pad", "add"),
+             "pool": ("pooling_param", "pad", "set")}),
+    ("kernelsize", {"conv": ("convolution_param", "kernel_size", "add"),
+                    "pool": ("pooling_param", "kernel_size", "set")}),
+    ("group", {"conv": ("convolution_param", "group", "set")}),
+    ("stride", {"conv": ("convolution_param", "stride", "add"),
+                "pool": ("pooling_param", "stride", "set")}),
+    ("pool", {"pool": ("pooling_param", "pool", "set")}),
+    ("dropout_ratio", {"dropout": ("dropout_param", "dropout_ratio", "set")}),
+    ("local_size", {"lrn": ("lrn_param", "local_size", "set")}),
+    ("alpha", {"lrn": ("lrn_param", "alpha", "set")}),
+    ("beta", {"lrn": ("lrn_param", "beta", "set")}),
+    ("k", {"lrn": ("lrn_param", "k", "set")}),
+    ("source", dict(_route(_DATA_SRC, "source"),
+                    infogain_loss=("infogain_loss_param", "source", "set"))),
+    ("scale", None),        # None: always into transform_param (see _V0_TRANSFORM)
+    ("meanfile", None),
+    ("batchsize", _route(_DATA_SRC, "batch_size")),
+    ("cropsize", None),
+    ("mirror", None),
+    ("rand_skip", {"data": ("data_param", "rand_skip", "set"),
+                   "images": ("image_data_param", "rand_skip", "set")}),
+    ("shuffle_images", {"images": ("image_data_param", "shuffle", "set")}),
+    ("new_height", {"images": ("image_data_param", "new_height", "set")}),
+    ("new_width", {"images": ("image_data_param", "new_width", "set")}),
+    ("concat_dim", {"concat": ("concat_param", "concat_dim", "set")}),
+    ("det_fg_threshold", {"window_data": ("window_data_param", "fg_threshold", "set")}),
+    ("det_bg_threshold", {"window_data": ("window_data_param", "bg_threshold", "set")}),
+    ("det_fg_fraction", {"window_data": ("window_data_param", "fg_fraction", "set")}),
+    ("det_context_pad", {"window_data": ("window_data_param", "context_pad", "set")}),
+    ("det_crop_mode", {"window_data": ("window_data_param", "crop_mode", "set")}),
+    ("hdf5_output_param", {"hdf5_output": ("hdf5_output_param", None, "copy")}),
 ]
 
 
@@ -80,10 +80,6 @@ _V0_TRANSFORM = {"scale": "scale", "meanfile": "mean_file", "cropsize": "crop_si
 _V0_POOL = {caffe_pb2.V0LayerParameter.MAX: caffe_pb2.PoolingParameter.MAX,
             caffe_pb2.V0LayerParameter.AVE: caffe_pb2.PoolingParameter.AVE,
             caffe_pb2.V0LayerParameter.STOCHASTIC: caffe_pb2.PoolingParameter.STOCHASTIC}
-
-
-def source_line(line):
-    return "upgrade_proto.cpp:%d" % line
 
 
 # ---- V0 -> V1 -------------------------------------------------------------------------
@@ -140,7 +136,7 @@ def upgrade_v0_layer(v0_conn, source):
         out.blobs.add().CopyFrom(b)
     out.blobs_lr.extend(v0.blobs_lr)
     out.weight_decay.extend(v0.weight_decay)
-    for field, line, routes in V0_FIELDS:
+    for field, routes in V0_FIELDS:
         if not v0.HasField(field):
             continue
         value = getattr(v0, field)
@@ -149,7 +145,7 @@ def upgrade_v0_layer(v0_conn, source):
             continue
         route = routes.get(kind)
         if route is None:
-            glog.error(source_line(line), "Unknown parameter %s for layer type %s"
+            glog.error("upgrade_proto.v0_unknown_%s" % field, "Unknown parameter %s for layer type %s"
                        % ("shuffle" if field == "shuffle_images" else field, kind))
             ok = False
             continue
@@ -157,7 +153,7 @@ def upgrade_v0_layer(v0_conn, source):
         msg = getattr(out, msg_name)
         if field == "pool":
             if value not in _V0_POOL:
-                glog.error(source_line(337), "Unknown pool method %d" % value)
+                glog.error("upgrade_proto.unknown_pool", "Unknown pool method %d" % value)
                 ok = False
                 continue
             value = _V0_POOL[value]

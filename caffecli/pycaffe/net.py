@@ -265,9 +265,11 @@ class Net(BatchedRuns):
 
 def _warn_legacy_constructor(model, weights, phase):
     """pycaffe's deprecation lines for Net(model, weights, phase)."""
-    glog.warning("_caffe.cpp:139", "DEPRECATION WARNING - deprecated use of Python interface")
-    glog.warning("_caffe.cpp:140", 'Use this instead (with the named "weights" parameter):')
-    glog.warning("_caffe.cpp:142", "Net('%s', %s, weights='%s')" % (model, phase, weights))
+    glog.warning("_caffe.deprecated_net",
+                 "DEPRECATION WARNING - deprecated use of Python interface")
+    glog.warning("_caffe.deprecated_use", 'Use this instead (with the named "weights" parameter):')
+    glog.warning("_caffe.deprecated_net_weights",
+                 "Net('%s', %s, weights='%s')" % (model, phase, weights))
 
 
 def _check_memory_array(array, what, item_shape):

@@ -36,7 +36,8 @@ class Timer:
     def ms(self):
         """Milliseconds from start to stop (a running timer is stopped first, as Caffe's is)."""
         if not self._has_run:
-            glog.warning("benchmark.cpp:84", "Timer has never been run before reading time.")
+            glog.warning("benchmark.timer_not_started",
+                         "Timer has never been run before reading time.")
             return 0.0
         self.stop()
         elapsed = (self._stop - self._start) * 1000.0

@@ -110,7 +110,7 @@ class Solver:
 
     def _init(self):
         param = self.param
-        self._info("solver.cpp:45", "Initializing solver from parameters: \n"
+        self._info("solver.init", "Initializing solver from parameters: \n"
                    + net_to_text(param).rstrip("\n"))
         if param.average_loss < 1:
             raise CaffeError("average_loss should be non-negative (got %d; it must be >= 1)."
@@ -121,7 +121,7 @@ class Solver:
         self.net = build_train_net(self)
         # only the root solver tests (Caffe's workers build no test nets)
         self.test_nets = build_test_nets(self) if self.root else []
-        self._info("solver.cpp:57", "Solver scaffolding done.")
+        self._info("solver.scaffolding_done", "Solver scaffolding done.")
         self.iter = 0
         self.current_step = 0
 
@@ -179,7 +179,7 @@ class Solver:
             if not warned_nonfinite and not math.isfinite(float(loss)):
                 warned_nonfinite = True
                 if self.root:
-                    glog.warning("solver.cpp:230", "Iteration %d, loss = %s: the training "
+                    glog.warning("solver.loss_not_finite", "Iteration %d, loss = %s: the training "
                                  "loss is not finite" % (self.iter, glog.fmt(loss)))
             if display:
                 self._display()
@@ -198,12 +198,12 @@ class Solver:
         now = time.perf_counter()
         lapse = now - self._timer
         per_s = (self.iter - self._iterations_last) / (lapse if lapse else 1.0)
-        self._info("solver.cpp:239", "Iteration %d (%s iter/s, %ss/%d iters), loss = %s" % (
+        self._info("solver.iteration_speed", "Iteration %d (%s iter/s, %ss/%d iters), loss = %s" % (
             self.iter, glog.fmt(per_s), glog.fmt(lapse), self.param.display,
             glog.fmt(self.smoothed_loss)))
         self._timer = now
         self._iterations_last = self.iter
-        self._log_outputs(self.net, "solver.cpp:258", "    Train net output #")
+        self._log_outputs(self.net, "solver.train_output", "    Train net output #")
 
     def _log_outputs(self, net, where, prefix):
         score_index = 0
@@ -234,11 +234,11 @@ class Solver:
     def solve(self, resume_file=None):
         """Train to max_iter (restoring ``resume_file`` first), snapshot, final display/test."""
         param = self.param
-        glog.info("solver.cpp:289", "Solving " + self.net.name)
-        glog.info("solver.cpp:290", "Learning Rate Policy: " + param.lr_policy)
+        glog.info("solver.solving", "Solving " + self.net.name)
+        glog.info("solver.learning_rate_policy", "Learning Rate Policy: " + param.lr_policy)
         self.requested_early_exit = False
         if resume_file:
-            glog.info("solver.cpp:296", "Restoring previous solver status from %s"
+            glog.info("solver.restoring", "Restoring previous solver status from %s"
                       % as_path(resume_file))
             self.restore(resume_file)
         start_iter = self.iter
@@ -247,16 +247,16 @@ class Solver:
                                            or self.iter % param.snapshot != 0):
             self.snapshot()
         if self.requested_early_exit:
-            glog.info("solver.cpp:311", "Optimization stopped early.")
+            glog.info("solver.stopped_early", "Optimization stopped early.")
             return
         if param.display and self.iter % param.display == 0:
             loss = f32(float(self.net.forward_pass()))
             self._update_smoothed_loss(loss, start_iter, param.average_loss)
-            glog.info("solver.cpp:327", "Iteration %d, loss = %s"
+            glog.info("solver.final_loss", "Iteration %d, loss = %s"
                       % (self.iter, glog.fmt(self.smoothed_loss)))
         if param.test_interval and self.iter % param.test_interval == 0:
             self.test_all()
-        glog.info("solver.cpp:332", "Optimization Done.")
+        glog.info("solver.optimization_done", "Optimization Done.")
 
     # ---- testing -----------------------------------------------------------------------
     def test_all(self):
@@ -277,7 +277,8 @@ class Solver:
 
     def _test(self, test_net_id):
         param = self.param
-        glog.info("solver.cpp:347", "Iteration %d, Testing net (#%d)" % (self.iter, test_net_id))
+        glog.info("solver.testing_net",
+                  "Iteration %d, Testing net (#%d)" % (self.iter, test_net_id))
         net = self.test_nets[test_net_id]
         net.share_trained_layers_with(self.net)
         n_iter = param.test_iter[test_net_id]
@@ -304,11 +305,11 @@ class Solver:
             else:
                 scores = scores + numpy.concatenate(values)
         if self.requested_early_exit:
-            glog.info("solver.cpp:396", "Test interrupted.")
+            glog.info("solver.test_interrupted", "Test interrupted.")
             return {}
         if param.test_compute_loss:
             loss /= f32(n_iter)
-            glog.info("solver.cpp:401", "Test loss: " + glog.fmt(loss))
+            glog.info("solver.test_loss", "Test loss: " + glog.fmt(loss))
         out = {}
         for i, j in enumerate(score_ids):
             bid = net.output_ids[j]
@@ -318,7 +319,7 @@ class Solver:
             msg = ""
             if weight:
                 msg = " (* %s = %s loss)" % (glog.fmt(weight), glog.fmt(weight * mean))
-            glog.info("solver.cpp:414", "    Test net output #%d: %s = %s%s"
+            glog.info("solver.test_net_output", "    Test net output #%d: %s = %s%s"
                       % (i, name, glog.fmt(mean), msg))
             out.setdefault(name, []).append(float(mean))
         return {k: (v[0] if len(v) == 1 else v) for k, v in out.items()}

@@ -48,7 +48,7 @@ def _learning_rate(param, iteration, current_step, log):
         if current_step < len(param.stepvalue) and iteration >= param.stepvalue[current_step]:
             current_step += 1
             if log:
-                glog.info("sgd_solver.cpp:50", "MultiStep Status: Iteration %d, step = %d"
+                glog.info("sgd_solver.multistep_status", "MultiStep Status: Iteration %d, step = %d"
                           % (iteration, current_step))
         _check(gamma >= 0, "lr_policy multistep needs gamma >= 0 (got %s)" % glog.fmt(gamma))
         return f32(float(base_lr) * c_pow(gamma, current_step)), current_step

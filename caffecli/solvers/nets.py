@@ -17,7 +17,7 @@ def weights_list(param):
 
 def load_weights(param, net):
     for name in weights_list(param):
-        glog.info("solver.cpp:72", "Finetuning from " + name)
+        glog.info("solver.finetuning_from", "Finetuning from " + name)
         net.copy_trained_layers_from(name)
 
 
@@ -48,17 +48,18 @@ def build_train_net(solver):
         raise CaffeError("SolverParameter must not contain more than one of these fields "
                          "specifying a train_net: " + ", ".join(fields))
     if param.HasField("train_net_param"):
-        solver._info("solver.cpp:88", "Creating training net specified in train_net_param.")
+        solver._info("solver.train_net_param",
+                     "Creating training net specified in train_net_param.")
         net_param = _copy(param.train_net_param)
     elif param.HasField("train_net"):
-        solver._info("solver.cpp:92", "Creating training net from train_net file: "
+        solver._info("solver.train_net_file", "Creating training net from train_net file: "
                      + param.train_net)
         net_param = read_net_param(param.train_net)
     elif param.HasField("net_param"):
-        solver._info("solver.cpp:97", "Creating training net specified in net_param.")
+        solver._info("solver.net_param", "Creating training net specified in net_param.")
         net_param = _copy(param.net_param)
     else:
-        solver._info("solver.cpp:102", "Creating training net from net file: " + param.net)
+        solver._info("solver.net_file", "Creating training net from net file: " + param.net)
         net_param = read_net_param(param.net)
     _with_state(net_param, caffe_pb2.TRAIN, param.train_state)
     net = Net(net_param, dtype=solver.dtype, log=solver.root)
@@ -103,7 +104,7 @@ def build_test_nets(solver):
     for i, net_param in enumerate(net_params):
         overrides = [param.test_state[i]] if len(param.test_state) else []
         _with_state(net_param, caffe_pb2.TEST, *overrides)
-        solver._info("solver.cpp:190", "Creating test net (#%d) specified by %s"
+        solver._info("solver.test_net", "Creating test net (#%d) specified by %s"
                      % (i, sources[i]))
         net = Net(net_param, dtype=solver.dtype, log=solver.root)
         net.debug_info = param.debug_info

@@ -50,7 +50,7 @@ class SGDSolver(Solver):
     def apply_update(self):
         rate = self.get_learning_rate()
         if self.param.display and self.iter % self.param.display == 0:
-            self._info("sgd_solver.cpp:112", "Iteration %d, lr = %s"
+            self._info("sgd_solver.iteration_lr", "Iteration %d, lr = %s"
                        % (self.iter, glog.fmt(rate)))
         self.clip_gradients()
         for param_id in range(len(self.net.learnable_params)):
@@ -71,7 +71,8 @@ class SGDSolver(Solver):
         l2norm = f32(numpy.sqrt(sumsq))
         if l2norm > clip:
             scale = clip / l2norm
-            self._info("sgd_solver.cpp:99", "Gradient clipping: scaling down gradients (L2 norm "
+            self._info("sgd_solver.gradient_clipping",
+                       "Gradient clipping: scaling down gradients (L2 norm "
                        "%s > %s) by scale factor %s"
                        % (glog.fmt(l2norm), glog.fmt(clip), glog.fmt(scale)))
             for param_id in range(len(params)):

@@ -29,18 +29,20 @@ def snapshot(solver):
     write_diff = solver.param.snapshot_diff
     if fmt == caffe_pb2.SolverParameter.BINARYPROTO:
         model = solver.snapshot_filename(".caffemodel")
-        glog.info("solver.cpp:464", "Snapshotting to binary proto file " + model)
+        glog.info("solver.snapshot_binary", "Snapshotting to binary proto file " + model)
         write_binary(model, solver.net.to_proto(write_diff))
         state = solver.snapshot_filename(".solverstate")
-        glog.info("sgd_solver.cpp:284", "Snapshotting solver state to binary proto file " + state)
+        glog.info("sgd_solver.snapshot_state_binary",
+                  "Snapshotting solver state to binary proto file " + state)
         state_bytes = state_proto(solver, model).SerializeToString()
         write_bytes_atomic(state, state_bytes)
     elif fmt == caffe_pb2.SolverParameter.HDF5:
         model = solver.snapshot_filename(".caffemodel.h5")
-        glog.info("solver.cpp:474", "Snapshotting to HDF5 file " + model)
+        glog.info("solver.snapshot_hdf5", "Snapshotting to HDF5 file " + model)
         solver.net.save(model, write_diff)
         state = solver.snapshot_filename(".solverstate.h5")
-        glog.info("sgd_solver.cpp:296", "Snapshotting solver state to HDF5 file " + state)
+        glog.info("sgd_solver.snapshot_state_hdf5",
+                  "Snapshotting solver state to HDF5 file " + state)
         state_bytes = state_hdf5_bytes(solver, model)
         write_bytes_atomic(state, state_bytes)
     else:
@@ -49,7 +51,7 @@ def snapshot(solver):
     side = sidecar_state(solver)
     side["state_sha256"] = hashlib.sha256(state_bytes).hexdigest()
     write_bytes_atomic(sidecar, json.dumps(side, cls=_Encoder, sort_keys=True).encode("utf-8"))
-    glog.vlog(1, "snapshot.py", "Saved random and data positions to " + sidecar)
+    glog.vlog(1, "snapshot.sidecar_saved", "Saved random and data positions to " + sidecar)
     return [model, state, sidecar]
 
 
@@ -164,7 +166,7 @@ def _restore_binary(solver, state_file):
     solver.current_step = state.current_step
     arrays = [_history_array(p, i, state_file) for i, p in enumerate(state.history)]
     _check_history(solver, arrays, state_file)
-    glog.info("sgd_solver.cpp:336", "SGDSolver: restoring history")
+    glog.info("sgd_solver.restoring_history", "SGDSolver: restoring history")
     solver.restore_history(arrays)
 
 
@@ -241,13 +243,15 @@ def _restore_sidecar(solver, state_file):
             text = f.read().decode("utf-8")
         state = json.loads(text)
     except (OSError, ValueError) as exc:
-        glog.warning("snapshot.py", "Ignoring unreadable resume sidecar %s (%s)" % (path, exc))
+        glog.warning("snapshot.sidecar_unreadable",
+                     "Ignoring unreadable resume sidecar %s (%s)" % (path, exc))
         return False
     with open(state_file, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
     mismatch = _sidecar_mismatch(state, solver.iter, digest)
     if mismatch:
-        glog.warning("snapshot.py", "Ignoring resume sidecar %s: %s" % (path, mismatch))
+        glog.warning("snapshot.sidecar_ignored",
+                     "Ignoring resume sidecar %s: %s" % (path, mismatch))
         return False
     # it belongs to this state: what it holds must now be usable, or the resume is not exact
     with _field(path, "the file"):
@@ -266,7 +270,7 @@ def _restore_sidecar(solver, state_file):
         for name, value in items:
             with _field(path, "%s, layer '%s'" % (field, name)):
                 _set_layer_state(net, name, value)
-    glog.vlog(1, "snapshot.py", "Restored random and data positions from " + path)
+    glog.vlog(1, "snapshot.sidecar_restored", "Restored random and data positions from " + path)
     return True
 
 

@@ -39,10 +39,10 @@ def run(input_db, output_file=None, backend="lmdb"):
         arr = datum_mod.to_array(d, what=name)
         if total is None:
             if d.encoded:
-                glog.info("compute_image_mean.cpp:55", "Decoding Datum")
+                glog.info("compute_image_mean.decoding", "Decoding Datum")
             shape = arr.shape
             total = numpy.zeros(shape, dtype=numpy.float32)
-            glog.info("compute_image_mean.cpp:68", "Starting iteration")
+            glog.info("compute_image_mean.start", "Starting iteration")
         if arr.shape != shape:
             raise CaffeError("%s: incorrect data size %s (the first record is %s)"
                              % (name, "x".join(map(str, arr.shape)),
@@ -51,21 +51,21 @@ def run(input_db, output_file=None, backend="lmdb"):
         count += 1
         bar.update()
         if count % 10000 == 0:
-            glog.info("compute_image_mean.cpp:94", "Processed %d files." % count)
+            glog.info("compute_image_mean.processed", "Processed %d files." % count)
     bar.close()
     if count % 10000:
-        glog.info("compute_image_mean.cpp:99", "Processed %d files." % count)
+        glog.info("compute_image_mean.processed_all", "Processed %d files." % count)
     mean = total / numpy.float32(count)
     if output_file:
-        glog.info("compute_image_mean.cpp:108", "Write to " + output_file)
+        glog.info("compute_image_mean.write_to", "Write to " + output_file)
         proto = caffe_pb2.BlobProto(num=1, channels=shape[0], height=shape[1], width=shape[2])
         proto.data.extend(mean.ravel().tolist())
         write_binary(output_file, proto)
-    glog.info("compute_image_mean.cpp:114", "Number of channels: %d" % shape[0])
+    glog.info("compute_image_mean.channels", "Number of channels: %d" % shape[0])
     # float32 running sums over each channel's pixels (cumsum is sequential, as Caffe's loop)
     channel_sums = numpy.cumsum(mean.reshape(shape[0], -1), axis=1, dtype=numpy.float32)[:, -1]
     dim = numpy.float32(shape[1] * shape[2])
     for c in range(shape[0]):
-        glog.info("compute_image_mean.cpp:119", "mean_value channel [%d]: %s"
+        glog.info("compute_image_mean.mean_value", "mean_value channel [%d]: %s"
                   % (c, glog.fmt(float(channel_sums[c] / dim))))
     return mean

@@ -68,8 +68,8 @@ def run(input_folder, output_folder, db_type):
     out_train = os.path.join(output_folder, "cifar10_train_" + db_type)
     out_test = os.path.join(output_folder, "cifar10_test_" + db_type)
     with progress(None, "convert_cifar_data") as bar:
-        glog.info("convert_cifar_data.cpp:45", "Writing Training data")
+        glog.info("convert_cifar_data.train", "Writing Training data")
         _write(out_train, db_type, train, bar)
-        glog.info("convert_cifar_data.cpp:69", "Writing Testing data")
+        glog.info("convert_cifar_data.test", "Writing Testing data")
         _write(out_test, db_type, test, bar)
     return out_train, out_test

@@ -68,12 +68,12 @@ def run(root_folder, list_file, db_name, gray=False, shuffle=False, backend="lmd
     is_color = not gray
     lines = read_image_list(list_file)
     if shuffle:
-        glog.info("convert_imageset.cpp:86", "Shuffling data")
+        glog.info("convert_imageset.shuffling", "Shuffling data")
         order = context.rng().permutation(len(lines))
         lines = [lines[i] for i in order]
-    glog.info("convert_imageset.cpp:89", "A total of %d images." % len(lines))
+    glog.info("convert_imageset.images", "A total of %d images." % len(lines))
     if encode_type and not encoded:
-        glog.info("convert_imageset.cpp:92", "encode_type specified, assuming encoded=true.")
+        glog.info("convert_imageset.encode_type", "encode_type specified, assuming encoded=true.")
     resize_height, resize_width = max(0, resize_height), max(0, resize_width)
     count, data_size = 0, None
     with db_mod.new_database(db_name, backend) as writer, \
@@ -83,13 +83,14 @@ def run(root_folder, list_file, db_name, gray=False, shuffle=False, backend="lmd
             enc = encode_type
             if encoded and not enc:
                 if "." not in name:
-                    glog.warning("convert_imageset.cpp:117",
+                    glog.warning("convert_imageset.unknown_encoding",
                                  "Failed to guess the encoding of '%s'" % name)
                 enc = name.rsplit(".", 1)[-1].lower()
             datum = image_to_datum(root_folder + name, label, resize_height, resize_width,
                                    is_color, enc)
             if datum is None:
-                glog.error("io.cpp:80", "Could not open or find file " + root_folder + name)
+                glog.error("io.cannot_open_image",
+                           "Could not open or find file " + root_folder + name)
                 continue
             if check_size:
                 if data_size is None:
@@ -101,7 +102,7 @@ def run(root_folder, list_file, db_name, gray=False, shuffle=False, backend="lmd
             count += 1
             if count % 1000 == 0:
                 writer.commit()
-                glog.info("convert_imageset.cpp:150", "Processed %d files." % count)
+                glog.info("convert_imageset.processed", "Processed %d files." % count)
     if count % 1000:
-        glog.info("convert_imageset.cpp:157", "Processed %d files." % count)
+        glog.info("convert_imageset.processed_all", "Processed %d files." % count)
     return count

@@ -55,8 +55,8 @@ def run(image_file, label_file, db_path, backend="lmdb"):
                          % (image_file, num_items, label_file, num_labels))
     pixels = pixels.reshape(num_items, rows * cols)
     labels = labels.view(numpy.int8)   # Caffe reads the label as a (signed) char
-    glog.info("convert_mnist_data.cpp:89", "A total of %d items." % num_items)
-    glog.info("convert_mnist_data.cpp:90", "Rows: %d Cols: %d" % (rows, cols))
+    glog.info("convert_mnist_data.items", "A total of %d items." % num_items)
+    glog.info("convert_mnist_data.rows_cols", "Rows: %d Cols: %d" % (rows, cols))
     datum = caffe_pb2.Datum(channels=1, height=rows, width=cols)
     with db_mod.new_database(db_path, backend) as writer, \
             progress(num_items, "convert_mnist_data") as bar:
@@ -67,5 +67,5 @@ def run(image_file, label_file, db_path, backend="lmdb"):
             if (item_id + 1) % 1000 == 0:
                 writer.commit()
                 bar.update(1000)
-    glog.info("convert_mnist_data.cpp:108", "Processed %d files." % num_items)
+    glog.info("convert_mnist_data.processed", "Processed %d files." % num_items)
     return num_items

@@ -32,12 +32,12 @@ def extract_features(pretrained_net_param, feature_extraction_proto, blob_names,
     if mode == "GPU":
         if device_id < 0:
             raise CaffeError("DEVICE_ID must be >= 0, got %d" % device_id)
-        glog.error("extract_features.cpp:59", "Using GPU")
-        glog.error("extract_features.cpp:65", "Using Device_id=%d" % device_id)
+        glog.error("extract_features.using_gpu", "Using GPU")
+        glog.error("extract_features.device", "Using Device_id=%d" % device_id)
         context.set_device(device_id)
         context.set_mode_gpu()
     else:
-        glog.error("extract_features.cpp:69", "Using CPU")
+        glog.error("extract_features.using_cpu", "Using CPU")
         context.set_mode_cpu()
     run(pretrained_net_param, feature_extraction_proto, blob_names.split(","),
         dataset_names.split(","), num_mini_batches, db_type)
@@ -56,7 +56,7 @@ def run(weights, proto, blob_names, dataset_names, num_mini_batches, db_type):
             raise CaffeError("Unknown feature blob name %s in the network %s" % (name, proto))
     dbs = [db_mod.new_database(name, db_type) for name in dataset_names]
     writers = [d.__enter__() for d in dbs]
-    glog.error("extract_features.cpp:140", "Extracting Features")
+    glog.error("extract_features.start", "Extracting Features")
     counts = [0] * len(blob_names)
     ok = False
     try:
@@ -71,9 +71,9 @@ def run(weights, proto, blob_names, dataset_names, num_mini_batches, db_type):
         for d in dbs:
             d.__exit__(None if ok else CaffeError, None, None)
     for i, name in enumerate(blob_names):
-        glog.error("extract_features.cpp:179", "Extracted features of %d query images for "
+        glog.error("extract_features.extracted_all", "Extracted features of %d query images for "
                    "feature blob %s" % (counts[i], name))
-    glog.error("extract_features.cpp:184", "Successfully extracted the features!")
+    glog.error("extract_features.done", "Successfully extracted the features!")
     return counts[0] if counts else 0
 
 
@@ -89,5 +89,5 @@ def _write_blob(blob, writer, counts, i, name):
         counts[i] += 1
         if counts[i] % 1000 == 0:
             writer.commit()
-            glog.error("extract_features.cpp:167", "Extracted features of %d query images "
+            glog.error("extract_features.extracted", "Extracted features of %d query images "
                        "for feature blob %s" % (counts[i], name))

@@ -19,7 +19,7 @@ def _upgrade(tool, message, needs_upgrade, upgrade, path):
     if needs_upgrade(message):
         upgrade(message, path)
     else:
-        glog.error("%s.cpp:43" % tool, "File already in latest proto format: " + path)
+        glog.error(tool + ".already_latest", "File already in latest proto format: " + path)
     return message
 
 
@@ -28,7 +28,7 @@ def upgrade_net_text(input_file, output_file):
     net = read_text(input_file, caffe_pb2.NetParameter(), "net prototxt")
     _upgrade("upgrade_net_proto_text", net, net_needs_upgrade, upgrade_net_as_needed, input_file)
     write_bytes_atomic(output_file, net_to_text(net).encode("utf-8"))
-    glog.info("upgrade_net_proto_text.cpp:49",
+    glog.info("upgrade_net_proto_text.wrote",
               "Wrote upgraded NetParameter text proto to " + output_file)
     return net
 
@@ -39,7 +39,7 @@ def upgrade_net_binary(input_file, output_file):
     _upgrade("upgrade_net_proto_binary", net, net_needs_upgrade, upgrade_net_as_needed,
              input_file)
     write_binary(output_file, net)
-    glog.info("upgrade_net_proto_binary.cpp:48",
+    glog.info("upgrade_net_proto_binary.wrote",
               "Wrote upgraded NetParameter binary proto to " + output_file)
     return net
 
@@ -50,7 +50,7 @@ def upgrade_solver_text(input_file, output_file):
     _upgrade("upgrade_solver_proto_text", solver, lambda s: s.HasField("solver_type"),
              upgrade_solver_as_needed, input_file)
     write_bytes_atomic(output_file, net_to_text(solver).encode("utf-8"))
-    glog.info("upgrade_solver_proto_text.cpp:49",
+    glog.info("upgrade_solver_proto_text.wrote",
               "Wrote upgraded SolverParameter text proto to " + output_file)
     return solver
 

@@ -9,7 +9,7 @@ def state_meets_rule(state, rule, layer_name, log=True):
     """Whether NetState ``state`` satisfies NetStateRule ``rule`` (Caffe's StateMeetsRule)."""
     def say(msg):
         if log:
-            glog.info("net.cpp:%d" % 325, msg)
+            glog.info("net.state_rule", msg)
     if rule.HasField("phase") and rule.phase != state.phase:
         say("The NetState phase (%d) differed from the phase (%d) specified by a rule in "
             "layer %s" % (state.phase, rule.phase, layer_name))
