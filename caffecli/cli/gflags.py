@@ -68,7 +68,8 @@ def _int32(flag, text):
     return value
 
 
-def _bool(flag, text):
+def parse_bool(flag, text):
+    """gflags' spellings of a bool value (true/t/yes/y/1, false/f/no/n/0, any case)."""
     if text.lower() in _TRUE:
         return True
     if text.lower() in _FALSE:
@@ -76,7 +77,7 @@ def _bool(flag, text):
     raise UsageError("illegal value '%s' specified for bool flag '%s'" % (text, flag))
 
 
-_CONVERT = {"int32": _int32, "bool": _bool, "string": lambda flag, text: text}
+_CONVERT = {"int32": _int32, "bool": parse_bool, "string": lambda flag, text: text}
 
 
 class Parsed:
@@ -92,7 +93,7 @@ class Parsed:
         self.help = None
 
 
-def _split(token):
+def split_flag(token):
     """``-name=value`` / ``--name`` -> (name, value or None); not a flag -> (None, None)."""
     if not token.startswith("-") or token == "-":
         return None, None
@@ -112,7 +113,7 @@ def parse(argv, tool_commands=()):
         if token == "--":
             out.positional.extend(argv[i:])
             break
-        name, value = _split(token)
+        name, value = split_flag(token)
         if name is None:
             out.positional.append(token)
             if token in tool_commands and len(out.positional) == 1:

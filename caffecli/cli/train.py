@@ -1,11 +1,11 @@
 """``caffecli train``: train or finetune a model from a solver prototxt (caffe.cpp's train())."""
 import contextlib
 import signal
-import sys
 
 from .. import backend, comms, context, glog, launcher
 from ..errors import CaffeError
 from ..proto import caffe_pb2
+from ..util.progress import progress
 from . import mpi_rank
 from .devices import device_name, parse_gpus
 from .errors import Interrupted
@@ -70,26 +70,17 @@ class SignalHandler:
 
 
 class Progress:
-    """A tqdm bar of iterations, only when stderr is a terminal (log lines print above it)."""
+    """A bar of iterations while stderr is a terminal (log lines print above it)."""
 
     def __init__(self, solver):
-        self.solver, self.bar = solver, None
-        try:
-            tty = sys.stderr.isatty()
-        except (AttributeError, ValueError):
-            tty = False
-        if tty:
-            from tqdm import tqdm
-            self.bar = tqdm(total=solver.param.max_iter, initial=solver.iter, unit="iter",
-                            dynamic_ncols=True, leave=False, file=sys.stderr)
+        self.solver = solver
+        self.bar = progress(solver.param.max_iter, initial=solver.iter, unit="iter")
 
     def update(self):
-        if self.bar is not None:
-            self.bar.update(self.solver.iter - self.bar.n)
+        self.bar.update(self.solver.iter - self.bar.n)
 
     def close(self):
-        if self.bar is not None:
-            self.bar.close()
+        self.bar.close()
 
 
 def _select_devices(param, gpu_flag, job=None):

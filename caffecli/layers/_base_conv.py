@@ -55,6 +55,18 @@ def conv_geometry(layer, p, num_spatial):
     return kernel, stride, pad, dilation
 
 
+def setup_geometry(layer, bottom, p):
+    """Set ``layer``'s channel_axis, num_spatial, kernel, stride, pad and dilation from the
+    ConvolutionParameter ``p`` and the bottom blob (Convolution, Deconvolution, Im2col)."""
+    layer.channel_axis = bottom.canonical_axis_index(p.axis)
+    layer.num_spatial = bottom.num_axes - layer.channel_axis - 1
+    if layer.num_spatial < 1:
+        raise layer.error("needs at least one spatial axis after the channel axis "
+                          "(bottom %s, axis %d)" % (bottom.shape_string(), p.axis))
+    layer.kernel, layer.stride, layer.pad, layer.dilation = conv_geometry(
+        layer, p, layer.num_spatial)
+
+
 class ColumnMaker:
     """im2col into a (C, *kernel, *grid, n) buffer and col2im back, reusing buffers.
 
@@ -159,13 +171,7 @@ class BaseConvolutionLayer(Layer):
 
     def setup(self, bottom, top):
         p = self.layer_param.convolution_param
-        self.channel_axis = bottom[0].canonical_axis_index(p.axis)
-        self.num_spatial = bottom[0].num_axes - self.channel_axis - 1
-        if self.num_spatial < 1:
-            raise self.error("needs at least one spatial axis after the channel axis "
-                             "(bottom %s, axis %d)" % (bottom[0].shape_string(), p.axis))
-        self.kernel, self.stride, self.pad, self.dilation = conv_geometry(
-            self, p, self.num_spatial)
+        setup_geometry(self, bottom[0], p)
         self.channels = bottom[0].shape[self.channel_axis]
         self.num_output = int(p.num_output)
         self.group = int(p.group)

@@ -2,7 +2,7 @@
 from ..kernels import im2col as ic
 from ..layer import Layer
 from ..registry import register_layer
-from ._base_conv import prod, conv_geometry
+from ._base_conv import prod, setup_geometry
 
 
 @register_layer("Im2col")
@@ -13,14 +13,7 @@ class Im2colLayer(Layer):
     exact_num_top_blobs = 1
 
     def setup(self, bottom, top):
-        p = self.layer_param.convolution_param
-        self.channel_axis = bottom[0].canonical_axis_index(p.axis)
-        self.num_spatial = bottom[0].num_axes - self.channel_axis - 1
-        if self.num_spatial < 1:
-            raise self.error("needs at least one spatial axis after the channel axis "
-                             "(bottom %s)" % bottom[0].shape_string())
-        self.kernel, self.stride, self.pad, self.dilation = conv_geometry(
-            self, p, self.num_spatial)
+        setup_geometry(self, bottom[0], self.layer_param.convolution_param)
         self._pad_in = ic.PadBuffer()
         self._pad_out = ic.PadBuffer()
 

@@ -18,7 +18,21 @@ from ..weights import is_hdf5, save_hdf5
 from .net_batches import BatchedRuns
 
 
-class Net(BatchedRuns):
+class EngineView:
+    """A pycaffe object over an engine one (``self._engine``): what pycaffe does not name
+    is read from the engine."""
+
+    @property
+    def engine(self):
+        return self._engine
+
+    def __getattr__(self, name):
+        if name == "_engine":
+            raise AttributeError(name)
+        return getattr(self._engine, name)
+
+
+class Net(EngineView, BatchedRuns):
     """``Net(network_file, phase, level=0, stages=(), weights=None)`` or pycaffe's older
     ``Net(network_file, weights, phase)``; ``Net.wrap(engine_net)`` shows an engine net this
     way. caffecli's additions: ``network_file`` may be a NetParameter, ``dtype`` (float64 for
@@ -49,15 +63,6 @@ class Net(BatchedRuns):
         net = cls.__new__(cls)
         net._engine = engine
         return net
-
-    @property
-    def engine(self):
-        return self._engine
-
-    def __getattr__(self, name):
-        if name == "_engine":
-            raise AttributeError(name)
-        return getattr(self._engine, name)
 
     # ---- containers ----------------------------------------------------------------------
     @property

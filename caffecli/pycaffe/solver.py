@@ -1,10 +1,10 @@
 """pycaffe's solvers: ``caffe.SGDSolver(path)`` ... and ``caffe.get_solver(path)``, facades over
 the engine's solvers whose ``net`` and ``test_nets`` are pycaffe Nets."""
 from .. import solvers as engine
-from .net import Net
+from .net import EngineView, Net
 
 
-class Solver:
+class Solver(EngineView):
     """A pycaffe solver; ``SGDSolver(path)`` and friends build the rule their class names."""
 
     rule = None  # the engine solver type a subclass builds (None: the file's ``type``)
@@ -15,15 +15,6 @@ class Solver:
         self._engine = cls(param, **kwargs)
         self._net = Net.wrap(self._engine.net)
         self._test_nets = [Net.wrap(n) for n in self._engine.test_nets]
-
-    @property
-    def engine(self):
-        return self._engine
-
-    def __getattr__(self, name):
-        if name == "_engine":
-            raise AttributeError(name)
-        return getattr(self._engine, name)
 
     @property
     def net(self):

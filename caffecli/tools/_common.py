@@ -1,39 +1,30 @@
-"""Shared pieces of the converter tools: gflags-style flag parsing and a progress bar.
+"""Shared pieces of the tools: gflags-style flag spellings on click commands.
 
 Tools raise CaffeError; the caffecli group prints it as one line and exits 1."""
-import re
-import sys
-
 import click
 
-
-_SINGLE = re.compile(r"^-([A-Za-z_][A-Za-z0-9_]*)(=.*)?$")
-_TRUE = {"true", "t", "yes", "y", "1"}
-_FALSE = {"false", "f", "no", "n", "0"}
+from ..cli import gflags
 
 
 class GflagsCommand(click.Command):
-    """A click command that also takes gflags spellings: ``-flag``, ``-flag=v``,
-    ``--boolflag=true|false`` and ``--noboolflag``."""
+    """A click command that also takes gflags spellings (cli/gflags.py): ``-flag``,
+    ``-flag=v``, ``--boolflag=true|false`` and ``--noboolflag``."""
 
     def parse_args(self, ctx, args):
         bools = {p.name for p in self.params
                  if isinstance(p, click.Option) and p.is_flag}
         out = []
         for tok in args:
-            m = _SINGLE.match(tok)
-            if m:
-                tok = "--" + m.group(1) + (m.group(2) or "")
-            if tok.startswith("--"):
-                name, eq, value = tok[2:].partition("=")
-                if name in bools and eq:
-                    v = value.lower()
-                    if v not in _TRUE | _FALSE:
-                        raise click.UsageError("flag --%s takes true or false, got %r"
-                                               % (name, value))
-                    tok = "--" + name if v in _TRUE else "--no" + name
-                elif name.startswith("no") and name[2:] in bools and not eq:
-                    tok = "--no" + name[2:]
+            name, value = gflags.split_flag(tok)
+            if name is None or not name.isidentifier():     # a value such as -1
+                out.append(tok)
+                continue
+            if name in bools and value is not None:
+                tok = ("--" if gflags.parse_bool(name, value) else "--no") + name
+            elif name.startswith("no") and name[2:] in bools and value is None:
+                tok = "--no" + name[2:]
+            elif not tok.startswith("--"):
+                tok = "-" + tok                 # -flag[=v] -> --flag[=v]
             out.append(tok)
         return super().parse_args(ctx, out)
 
@@ -41,28 +32,3 @@ class GflagsCommand(click.Command):
 def bool_flag(name, help_text):
     """A gflags boolean: ``--name`` / ``--noname`` (and ``--name=false`` via GflagsCommand)."""
     return click.option("--%s/--no%s" % (name, name), name, default=False, help=help_text)
-
-
-def progress(total, desc):
-    """A tqdm bar on stderr when it is a terminal, else a no-op object with update/close."""
-    if sys.stderr.isatty():
-        try:
-            from tqdm import tqdm
-            return tqdm(total=total, desc=desc, file=sys.stderr, leave=False)
-        except ImportError:
-            pass
-    return _NoBar()
-
-
-class _NoBar:
-    def update(self, n=1):
-        pass
-
-    def close(self):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()

@@ -10,10 +10,11 @@ from .. import glog
 from ..data import datum as datum_mod
 from ..data import db as db_mod
 from ..errors import CaffeError
-from ..util.paths import as_path
 from ..proto import caffe_pb2
 from ..proto.io import write_binary
-from ._common import GflagsCommand, progress
+from ..util.paths import as_path
+from ..util.progress import progress
+from ._common import GflagsCommand
 
 
 @click.command("compute_image_mean", cls=GflagsCommand,

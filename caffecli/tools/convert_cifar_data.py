@@ -11,9 +11,9 @@ import numpy
 from .. import glog
 from ..data import db as db_mod
 from ..errors import CaffeError
-from ..util.paths import as_path
 from ..proto import caffe_pb2
-from ._common import progress
+from ..util.paths import as_path
+from ..util.progress import progress
 
 SIZE, IMAGE_BYTES, BATCH, TRAIN_BATCHES = 32, 3072, 10000, 5
 

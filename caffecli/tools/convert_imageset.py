@@ -6,15 +6,15 @@ raw or re-encoded (``--encoded`` / ``--encode_type``), exactly as Caffe's ReadIm
 
 import click
 
-from .. import glog
-from .. import context
+from .. import context, glog
 from ..data import datum as datum_mod
 from ..data import db as db_mod
 from ..data import image_io
 from ..data.sources import read_image_list
 from ..errors import CaffeError
 from ..util.paths import as_path
-from ._common import GflagsCommand, bool_flag, progress
+from ..util.progress import progress
+from ._common import GflagsCommand, bool_flag
 
 
 def _match_ext(filename, enc):

@@ -8,9 +8,10 @@ import numpy
 from .. import glog
 from ..data import db as db_mod
 from ..errors import CaffeError
-from ..util.paths import as_path
 from ..proto import caffe_pb2
-from ._common import GflagsCommand, progress
+from ..util.paths import as_path
+from ..util.progress import progress
+from ._common import GflagsCommand
 
 
 def read_idx(path, magic, what):

@@ -7,9 +7,9 @@ from .. import context, glog
 from ..data import db as db_mod
 from ..errors import CaffeError
 from ..net import Net
-from ..util.paths import as_path
 from ..proto import caffe_pb2
-from ._common import progress
+from ..util.paths import as_path
+from ..util.progress import progress
 
 
 @click.command("extract_features",
