@@ -1,11 +1,32 @@
 """caffecli: BVLC Caffe's command-line tool and pycaffe API in Python (numpy / cupy).
 
 ``import caffecli as caffe`` gives pycaffe's surface (caffecli.pycaffe): Net, TRAIN/TEST,
-get_solver, set_mode_*, ...
+get_solver, set_mode_*, ..., loaded when first used.
 """
+import importlib
+import importlib.util
+
 __version__ = "0.1.0"
 
 from . import launcher as _launcher
 _launcher.share_cpus()  # before numpy loads its BLAS: ranks on one machine share the cores
 
-from .pycaffe import *  # noqa: F401,F403,E402
+
+
+def __getattr__(name):
+    """pycaffe's names (and ``from caffecli import *``), imported on first use so that the
+    command line starts without loading the engine (PEP 562)."""
+    if (name.startswith("__") and name != "__all__") or \
+            importlib.util.find_spec(__name__ + "." + name) is not None:
+        raise AttributeError(name)      # a submodule: ``from caffecli import glog`` imports it
+    pycaffe = importlib.import_module(".pycaffe", __name__)
+    if name == "__all__":
+        return pycaffe.__all__
+    try:
+        return getattr(pycaffe, name)
+    except AttributeError:
+        raise AttributeError("module 'caffecli' has no attribute %r" % name) from None
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__getattr__("__all__")))

@@ -144,10 +144,10 @@ def _to_stderr(level):
 
 def _write_stderr(text):
     stream = _config["stream"] or sys.stderr
-    try:
-        from tqdm import tqdm
-        tqdm.write(text, file=stream)
-    except ImportError:
+    tqdm = sys.modules.get("tqdm")      # a progress bar may be open: print above it
+    if tqdm is not None:
+        tqdm.tqdm.write(text, file=stream)
+    else:
         stream.write(text + "\n")
 
 

@@ -12,6 +12,7 @@ from .blob import shape_string
 from .errors import CaffeError, first_line
 from .proto.caffemodel import open_caffemodel
 from .proto.io import write_binary, write_bytes_atomic
+from .util.lazy import h5py
 
 
 def is_hdf5(path):
@@ -36,7 +37,6 @@ def load_weights(net, path):
 
 
 def _load_hdf5(net, path):
-    import h5py
     try:
         with h5py.File(path, "r") as f:
             data = f.get("data")
@@ -51,7 +51,6 @@ def _load_hdf5(net, path):
 
 def _load_hdf5_layer(net, path, lname, group):
     """Copy ``data/<lname>/<j>`` into layer ``lname``'s blob j (Caffe's CopyTrainedLayersFromHDF5)."""
-    import h5py
     lid = net.layer_names_index.get(lname)
     if lid is None:
         net._info("net.ignoring_source_layer_h5", "Ignoring source layer " + lname)
@@ -93,7 +92,6 @@ def save_weights(net, path, write_diff=False):
 
 
 def save_hdf5(net, path, write_diff=False):
-    import h5py
     buf = io.BytesIO()
     with h5py.File(buf, "w") as f:
         data = f.create_group("data")

@@ -9,7 +9,7 @@ from caffecli.data import db as db_mod
 from caffecli.errors import CaffeError
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import read_blob_proto
-from caffecli.tools import TOOL_COMMANDS, compute_image_mean, convert_cifar_data, \
+from caffecli.tools import TOOLS, tool_command, compute_image_mean, convert_cifar_data, \
     convert_imageset, convert_mnist_data, extract_features
 from data_helpers import close_net, data_net, make_cifar_folder, write_datum_db, write_mnist, \
     write_png
@@ -21,12 +21,13 @@ def records(path, backend="lmdb"):
 
 def test_tool_commands_are_click_commands_with_caffe_names():
     import click
-    names = {c.name for c in TOOL_COMMANDS}
-    assert names == {"convert_imageset", "compute_image_mean", "convert_cifar_data",
+    commands = [tool_command(name) for name in TOOLS]
+    assert set(TOOLS) == {"convert_imageset", "compute_image_mean", "convert_cifar_data",
                      "convert_mnist_data", "extract_features", "upgrade_net_proto_text",
                      "upgrade_net_proto_binary", "upgrade_solver_proto_text", "draw_net",
                      "classify", "detect", "parse_log", "plot_log"}
-    assert all(isinstance(c, click.Command) for c in TOOL_COMMANDS)
+    assert all(isinstance(c, click.Command) for c in commands)
+    assert {c.name for c in commands} == set(TOOLS)
 
 
 @pytest.mark.parametrize("backend", ["lmdb", "leveldb"])

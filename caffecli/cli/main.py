@@ -14,7 +14,8 @@ import click
 
 from .. import __version__, glog
 from ..errors import CaffeError
-from ..net import TEST, TRAIN
+from ..proto.caffe_pb2 import TEST, TRAIN
+from ..tools import TOOLS, tool_command
 from . import errors, gflags
 
 PROG = "caffecli"
@@ -83,17 +84,13 @@ COMMANDS = {
 }
 
 
-def _tool_commands():
-    from ..tools import TOOL_COMMANDS
-    return {c.name: c for c in TOOL_COMMANDS}
-
-
 def usage_text():
     """Caffe's usage message (its four commands first), our extra commands, then the flags."""
     lines = ["command line brew", "usage: %s <command> <args>" % PROG, "", "commands:"]
-    lines += ["  %-15s %s" % (name, c.summary) for name, c in COMMANDS.items()]
-    lines += ["  %-15s %s" % (name, (c.help or "").split(".")[0])
-              for name, c in sorted(_tool_commands().items())]
+    rows = [(name, c.summary) for name, c in COMMANDS.items()]
+    rows += [(name, summary) for name, (_, _, summary) in sorted(TOOLS.items())]
+    width = max(len(name) for name, _ in rows)
+    lines += ["  %-*s  %s" % (width, name, summary) for name, summary in rows]
     return gflags.usage(PROG, "\n".join(lines))
 
 
@@ -141,16 +138,15 @@ def _run_tool(parsed, tool):
 
 
 def _dispatch(argv):
-    tools = _tool_commands()
-    parsed = gflags.parse(argv, tools)
+    parsed = gflags.parse(argv, TOOLS)
     if parsed.help == "version":
         click.echo("%s version %s" % (PROG, __version__))
         return 0
     if parsed.help:
         click.echo(usage_text(), nl=False)
         return 0
-    if parsed.positional and parsed.positional[0] in tools:
-        return _run_tool(parsed, tools[parsed.positional[0]])
+    if parsed.positional and parsed.positional[0] in TOOLS:
+        return _run_tool(parsed, tool_command(parsed.positional[0]))
     return _run_brew(parsed)
 
 

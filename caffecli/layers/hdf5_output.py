@@ -3,7 +3,8 @@ hdf5_output_layer)."""
 from .. import glog
 from ..layer import Layer
 from ..registry import register_layer
-from ._hdf5 import _h5py, legacy_shape
+from ..util.lazy import h5py
+from ._hdf5 import legacy_shape
 
 
 @register_layer("HDF5Output")
@@ -21,7 +22,7 @@ class HDF5OutputLayer(Layer):
         if not self.file_name:
             raise self.error("hdf5_output_param.file_name is not set")
         try:
-            _h5py().File(self.file_name, "w").close()
+            h5py.File(self.file_name, "w").close()
         except OSError as e:
             raise self.error("failed to open HDF5 file %s (%s)" % (self.file_name, e)) from None
 
@@ -32,7 +33,7 @@ class HDF5OutputLayer(Layer):
 
     def forward(self, bottom, top):
         glog.info("hdf5_output.saving", "Saving HDF5 file " + self.file_name)
-        with _h5py().File(self.file_name, "a") as f:
+        with h5py.File(self.file_name, "a") as f:
             for name, blob in (("data", bottom[0]), ("label", bottom[1])):
                 if name in f:
                     del f[name]

@@ -17,6 +17,7 @@ from ..blob import Blob, shape_string
 from ..errors import CaffeError, first_line
 from ..proto import caffe_pb2
 from ..proto.io import read_binary, write_binary, write_bytes_atomic
+from ..util.lazy import h5py
 
 SIDECAR_SUFFIX = ".caffecli"
 SIDECAR_FORMAT = "caffecli-resume-1"
@@ -66,7 +67,6 @@ def state_proto(solver, model_filename):
 
 
 def state_hdf5_bytes(solver, model_filename):
-    import h5py
     buf = io.BytesIO()
     with h5py.File(buf, "w") as f:
         f.create_dataset("iter", data=numpy.array([solver.iter], dtype=numpy.int32))
@@ -172,7 +172,6 @@ def _restore_binary(solver, state_file):
 
 def _h5_dataset(f, key, state_file):
     """The array stored at ``key``; a group, a missing key or an unreadable dataset -> error."""
-    import h5py
     obj = f.get(key)
     if not isinstance(obj, h5py.Dataset):
         raise CaffeError("%s: not a solver state ('%s' is %s)" % (
@@ -199,7 +198,6 @@ def _h5_text(f, key, state_file):
 
 def _read_hdf5_state(f, state_file):
     """(iter, learned_net or None, current_step, history arrays) from an open state file."""
-    import h5py
     it = _h5_int(f, "iter", state_file)
     learned = _h5_text(f, "learned_net", state_file) if "learned_net" in f else None
     step = _h5_int(f, "current_step", state_file)
@@ -216,7 +214,6 @@ def _read_hdf5_state(f, state_file):
 
 
 def _restore_hdf5(solver, state_file):
-    import h5py
     try:
         with h5py.File(state_file, "r") as f:
             it, learned, step, arrays = _read_hdf5_state(f, state_file)

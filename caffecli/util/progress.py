@@ -2,6 +2,8 @@
 logs and pipes see only glog's lines."""
 import sys
 
+from .lazy import tqdm
+
 
 def stderr_is_terminal():
     try:
@@ -14,8 +16,7 @@ def progress(total, desc=None, initial=0, unit="it"):
     """A bar with tqdm's update/close/n (and a context manager); a no-op one off a terminal."""
     if not stderr_is_terminal():
         return _NoBar()
-    from tqdm import tqdm                       # here, not at the top: CLI start-up time
-    return tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True,
+    return tqdm.tqdm(total=total, initial=initial, desc=desc, unit=unit, dynamic_ncols=True,
                 leave=False, file=sys.stderr)
 
 
