@@ -41,6 +41,8 @@ def _iterations(flags, command):
     return flags["iterations"]
 
 
+# Each command imports its module when it runs: the usage and the other commands start
+# without the engine (numpy, the layers, the solvers).
 def _train(flags, stages):
     from .train import run_train
     return run_train(flags["solver"], weights=flags["weights"], snapshot=flags["snapshot"],
