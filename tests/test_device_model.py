@@ -11,7 +11,8 @@ import pytest
 
 import caffecli
 from caffecli import context
-from caffecli.proto.io import read_net_param, read_solver_param
+from caffecli.proto import caffe_pb2
+from caffecli.proto.io import parse_text, read_net_param, read_solver_param
 from data_helpers import write_datum_db
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -187,3 +188,27 @@ def test_the_command_line_trains_on_the_standin_gpu_with_the_cpus_numbers(tmp_pa
         results[mode] = [p.data.copy() for p in net.engine.learnable_params]
     for a, b in zip(results["cpu"], results["gpu"]):
         numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+
+
+def test_dropout_draws_its_mask_on_the_device_with_the_hosts_numbers(standin):
+    """A TRAIN Dropout in GPU mode copies nothing to the device and masks as the CPU does."""
+    text = '''input: "x" input_shape { dim: 8 dim: 300 }
+              layer { name: "drop" type: "Dropout" bottom: "x" top: "y"
+                      dropout_param { dropout_ratio: 0.3 } }'''
+    x = numpy.random.RandomState(1).rand(8, 300).astype(numpy.float32) + 1
+    outs = []
+    for mode in ("cpu", "gpu"):
+        context.set_mode_gpu() if mode == "gpu" else context.set_mode_cpu()
+        net = caffecli.Net(parse_text(text, caffe_pb2.NetParameter()), caffecli.TRAIN,
+                           log=False)
+        net.blobs["x"].data[...] = x
+        context.set_random_seed(7)
+        net.engine.forward_pass()                   # the input moves to the device here
+        standin.reset_transfers()
+        net.engine.forward_pass()
+        assert standin.transfers["h2d"] == 0
+        outs.append(net.blobs["y"].data.copy())
+    context.set_mode_cpu()
+    numpy.testing.assert_array_equal(outs[0], outs[1])
+    kept = outs[0] != 0
+    assert 0.65 < kept.mean() < 0.75

@@ -103,3 +103,19 @@ def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
     (y1, dx1), (y3, dx3) = results
     assert numpy.array_equal(y1, y3) and numpy.array_equal(dx1, dx3)
     assert numpy.abs(dx1).sum() > 0
+
+
+def test_counter_random_bits_are_uniform_repeatable_and_keyed():
+    from caffecli.kernels.random import random_bits, uint_threshold
+    bits = random_bits(numpy, (200, 500), key=12345)
+    assert bits.dtype == numpy.uint32 and bits.shape == (200, 500)
+    counts = numpy.bincount((bits >> 28).ravel(), minlength=16)   # 16 equal bins
+    expected = bits.size / 16
+    assert ((counts - expected) ** 2 / expected).sum() < 50          # chi2(15): p < 1e-4
+    numpy.testing.assert_array_equal(bits, random_bits(numpy, (200, 500), key=12345))
+    other = random_bits(numpy, (200, 500), key=12346)
+    assert (bits == other).mean() < 1e-3
+    flat = random_bits(numpy, (100000,), key=12345)
+    numpy.testing.assert_array_equal(flat, bits.ravel()[:100000])  # element i hashes (key, i)
+    assert uint_threshold(0.0) == 0 and uint_threshold(0.5) == 2 ** 31
+    assert abs((bits >= uint_threshold(0.3)).mean() - 0.7) < 0.01

@@ -3,6 +3,7 @@
 import numpy
 
 from .. import context
+from ..kernels.random import draw_key, random_bits, uint_threshold
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -16,6 +17,7 @@ class DropoutLayer(NeuronLayer):
         if not 0 <= self.ratio < 1:
             raise self.error("dropout_ratio must be in [0, 1), got %g" % self.ratio)
         self.scale = 1.0 / (1.0 - self.ratio)
+        self.threshold = uint_threshold(self.ratio)
         self.mask = None
 
     def forward(self, bottom, top):
@@ -24,9 +26,10 @@ class DropoutLayer(NeuronLayer):
             if top[0] is not bottom[0]:
                 top[0].data[...] = x
             return
-        # Bernoulli(1 - ratio) keep mask, drawn on the host from the shared generator.
-        keep = context.rng().random(size=bottom[0].shape) >= self.ratio
-        self.mask = self.xp.asarray(keep.astype(numpy.dtype(bottom[0].dtype)))
+        # Bernoulli(1 - ratio) keep mask, drawn where the data is (one key from the rank's
+        # stream, so seeded runs repeat and resume exactly on either side)
+        bits = random_bits(self.xp, bottom[0].shape, draw_key(context.rng()))
+        self.mask = (bits >= self.threshold).astype(numpy.dtype(bottom[0].dtype))
         top[0].data[...] = x * self.mask * self.scale
 
     def backward(self, top, propagate_down, bottom):
