@@ -62,6 +62,37 @@ def device_properties(device):
     return device_module().cuda.runtime.getDeviceProperties(device)
 
 
+def _cuda_version(code):
+    """cudaRuntimeGetVersion's 13000 -> "13.0" (0: unknown)."""
+    return "%d.%d" % (code // 1000, code % 1000 // 10) if code else "unknown"
+
+
+def cudnn_version():
+    """The cuDNN library behind NVIDIA's Python frontend (the [gpu] extra's
+    nvidia-cudnn-frontend), as "9.10.2 (frontend 1.12.0)", or a line saying why there is none."""
+    if is_standin():
+        return "none on the stand-in device"
+    try:
+        import cudnn                    # optional and heavy: loads the CUDA libraries
+        code = int(cudnn.backend_version())
+    except Exception as exc:            # ImportError, or a frontend without its library
+        return "not found (%s; pip install nvidia-cudnn-frontend)" % (
+            str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    base = 10000 if code >= 90000 else 1000        # cuDNN 9 numbers versions 9xxyy
+    return "%d.%d.%d (frontend %s)" % (code // base, code % base // 100, code % 100,
+                                       getattr(cudnn, "__version__", "?"))
+
+
+def software_versions():
+    """What the device runs on, for device_query: the device module, CUDA and cuDNN."""
+    xp = device_module()
+    runtime = xp.cuda.runtime
+    return [("cupy", "%s" % xp.__version__),
+            ("CUDA runtime", _cuda_version(runtime.runtimeGetVersion())),
+            ("CUDA driver", _cuda_version(runtime.driverGetVersion())),
+            ("cuDNN", cudnn_version())]
+
+
 def use_device(device):
     """Make ``device`` current for the calling thread (cupy's current device is per thread)."""
     device_module().cuda.Device(int(device)).use()

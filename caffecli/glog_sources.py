@@ -99,6 +99,8 @@ SOURCES = {
     "image_data.shuffling": "image_data_layer.cpp:53",
     "image_data.images": "image_data_layer.cpp:63",
     "image_data.output_size": "image_data_layer.cpp:90",
+    # device_query.py
+    "device_query.version": "device_query.py:0",
     # io.cpp
     "io.cannot_open_image": "io.cpp:80",
     # layer_factory.hpp

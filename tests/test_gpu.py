@@ -48,6 +48,10 @@ def test_device_query_prints_caffes_fields(gpu_mode):
                   "Warp size:", "Maximum dimension of grid:", "Number of multiprocessors:",
                   "Kernel execution timeout:"):
         assert field in result.stderr
+    for software in ("cupy:", "CUDA runtime:", "CUDA driver:", "cuDNN:"):
+        assert software in result.stderr
+    if REAL_GPU is None:             # a real CUDA reports its versions; the stand-in 0
+        assert "CUDA runtime:                  1" in result.stderr
 
 
 def test_time_on_gpu(gpu_mode):

@@ -1,4 +1,5 @@
-"""``caffecli device_query``: print a CUDA device's properties (Caffe::DeviceQuery's lines)."""
+"""``caffecli device_query``: print a CUDA device's properties (Caffe::DeviceQuery's lines),
+after the versions of cupy, CUDA and cuDNN found (caffecli's own lines)."""
 from .. import backend, glog
 from ..errors import CaffeError
 from .devices import parse_gpus
@@ -40,7 +41,10 @@ def run_device_query(gpu):
     if not gpu:
         raise CaffeError("Need a GPU to query (--gpu N, --gpu 0,1 or --gpu all).")
     glog.info("caffe.querying_gpus", "Querying GPUs " + gpu)
-    for device in parse_gpus(gpu):
+    devices = parse_gpus(gpu)
+    for name, version in backend.software_versions():
+        glog.info("device_query.version", "%-31s%s" % (name + ":", version))
+    for device in devices:
         props = backend.device_properties(device)
         glog.info("common.device_id", "Device id:                     %d" % device)
         for label, key in _FIELDS:
