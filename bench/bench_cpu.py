@@ -74,9 +74,15 @@ def sgemm_gflops(n=2048, reps=5):
 
 
 # ---- caffecli ------------------------------------------------------------------------------
-def caffecli_net(path):
+def caffecli_net(path, batch=None):
+    """The net of ``path`` (TRAIN, every gradient, random inputs); ``batch`` sets the inputs'
+    first dimension."""
     param = read_net_param(path)
     param.force_backward = True
+    for lp in param.layer:
+        if batch and lp.type == "Input":
+            for shape in lp.input_param.shape:
+                shape.dim[0] = batch
     context.set_random_seed(1)
     net = Net(param, TRAIN, log=False)
     for blob in net.input_blobs:
@@ -118,8 +124,9 @@ def gemm_macs(net):
 
 
 # ---- PyTorch twin ----------------------------------------------------------------------------
-def torch_twin(net):
-    """A function running caffecli ``net``'s layers in torch, and its parameters."""
+def torch_twin(net, device="cpu"):
+    """A function running caffecli ``net``'s layers in torch (on ``device``), and its
+    parameters."""
     import torch
     import torch.nn.functional as F
     from caffecli.proto import caffe_pb2
@@ -127,7 +134,7 @@ def torch_twin(net):
     params, steps = [], []
 
     def weight(blob):
-        t = torch.randn(*blob.shape) * 0.01
+        t = torch.randn(*blob.shape, device=device) * 0.01
         t.requires_grad_(True)
         params.append(t)
         return t
@@ -154,7 +161,7 @@ def torch_twin(net):
 
     def batch_norm(layer, lp):
         c = layer.blobs[0].shape[0]
-        mean, var = torch.zeros(c), torch.ones(c)
+        mean, var = torch.zeros(c, device=device), torch.ones(c, device=device)
         return lambda x: F.batch_norm(x, mean, var, training=False, eps=lp.batch_norm_param.eps)
 
     def scale(layer, lp):
@@ -178,7 +185,7 @@ def torch_twin(net):
         lp = rec.layer.layer_param
         if rec.layer.type == "Input":
             for name, blob in zip(lp.top, rec.tops):
-                inputs[name] = torch.rand(*blob.shape, requires_grad=True)
+                inputs[name] = torch.rand(*blob.shape, device=device, requires_grad=True)
             continue
         if rec.layer.type not in make:
             raise SystemExit("no torch twin for layer type %s" % rec.layer.type)
