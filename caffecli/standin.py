@@ -280,5 +280,23 @@ cuda = types.SimpleNamespace(
                                   getDeviceProperties=_device_properties,
                                   runtimeGetVersion=lambda: 0, driverGetVersion=lambda: 0))
 
+
+
+def _cublas_gemm(transa, transb, a, b, out=None, alpha=1.0, beta=0.0):
+    """cupy.cublas.gemm: out = alpha * op(a) @ op(b) + beta * out, in place."""
+    def op(m, trans):
+        return m.T if trans in ("T", 1) else m
+    product = alpha * (op(_unwrap(a), transa) @ op(_unwrap(b), transb))
+    target = _unwrap(out)
+    if beta:
+        target *= beta
+        target += product
+    else:
+        target[...] = product
+    return out
+
+
+cublas = types.SimpleNamespace(gemm=_cublas_gemm)
+
 __version__ = "stand-in (numpy %s)" % numpy.__version__
 _this = sys.modules[__name__]

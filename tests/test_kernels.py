@@ -119,3 +119,28 @@ def test_counter_random_bits_are_uniform_repeatable_and_keyed():
     numpy.testing.assert_array_equal(flat, bits.ravel()[:100000])  # element i hashes (key, i)
     assert uint_threshold(0.0) == 0 and uint_threshold(0.5) == 2 ** 31
     assert abs((bits >= uint_threshold(0.3)).mean() - 0.7) < 0.01
+
+
+def test_device_gemm_goes_to_cublas_in_place_and_strided_operands_fall_back(monkeypatch):
+    from caffecli import standin
+    from caffecli.kernels import gemm as gemm_mod
+    calls = []
+    real = standin.cublas.gemm
+    monkeypatch.setattr(standin.cublas, "gemm", lambda *a, **k: calls.append(k["beta"]) or
+                        real(*a, **k))
+    rs = numpy.random.RandomState(0)
+    a, b, c = rs.rand(4, 3), rs.rand(3, 5), rs.rand(4, 5)
+    da, db = standin.asarray(numpy.asfortranarray(a)), standin.asarray(b)
+    out = standin.asarray(c)
+    target = out._a                                   # the device memory itself
+    gemm_mod.gemm(standin, da, db, out, accumulate=True)
+    stale = standin.asarray(numpy.full((4, 5), numpy.nan))     # beta 0 never reads it
+    gemm_mod.gemm(standin, da, db, stale)
+    assert calls == [1.0, 0.0]
+    numpy.testing.assert_allclose(standin.asnumpy(stale), a @ b)
+    numpy.testing.assert_allclose(target, c + a @ b)
+    strided = standin.asarray(rs.rand(4, 6))[:, ::2]
+    fresh = standin.empty((4, 3))
+    gemm_mod.gemm(standin, strided, standin.asarray(numpy.eye(3)), fresh)
+    assert calls == [1.0, 0.0]                        # matmul, the reference path
+    numpy.testing.assert_allclose(standin.asnumpy(fresh), standin.asnumpy(strided))
