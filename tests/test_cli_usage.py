@@ -141,26 +141,27 @@ def test_python_api_names_a_wrong_path_type(tmp_path):
         net.save(3)
 
 
-def test_usage_loads_neither_the_engine_nor_the_tools():
-    """`caffecli --help` starts fast: numpy, the layers and the tools load only when used."""
+def _last_line_of_python(code):
+    """The last line a fresh interpreter running ``code`` prints (nothing imported before)."""
     import subprocess
     import sys
-    code = ("import sys; from caffecli.cli.main import run; run(['--help']); "
-            "print(sorted(m for m in ('numpy', 'caffecli.net', 'caffecli.tools.classify', "
-            "'caffecli.pycaffe') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
-    assert out.strip().splitlines()[-1] == "[]"
+    return out.strip().splitlines()[-1]
+
+
+def test_usage_loads_neither_the_engine_nor_the_tools():
+    """`caffecli --help` starts fast: numpy, the layers and the tools load only when used."""
+    assert _last_line_of_python(
+        "import sys; from caffecli.cli.main import run; run(['--help']); "
+        "print(sorted(m for m in ('numpy', 'caffecli.net', 'caffecli.tools.classify', "
+        "'caffecli.pycaffe') if m in sys.modules))") == "[]"
 
 
 def test_pycaffe_names_load_on_first_use():
-    import subprocess
-    import sys
-    code = ("import caffecli, sys; assert 'caffecli.pycaffe' not in sys.modules; "
-            "net_class = caffecli.Net; from caffecli import *; "
-            "print(net_class is Net, TRAIN, 'Net' in dir(caffecli))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout
-    assert out.split() == ["True", "0", "True"]
+    assert _last_line_of_python(
+        "import caffecli, sys; assert 'caffecli.pycaffe' not in sys.modules; "
+        "net_class = caffecli.Net; from caffecli import *; "
+        "print(net_class is Net, TRAIN, 'Net' in dir(caffecli))") == "True 0 True"
     with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
         caffecli.no_such_name
