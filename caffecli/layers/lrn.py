@@ -1,8 +1,12 @@
 """LRN: local response normalization across channels or within each channel (Caffe's lrn_layer).
 
-WITHIN_CHANNEL reproduces Caffe's composition (square -> AVE pooling with its padded divisor
+ACROSS_CHANNELS runs compiled on the host where it can (kernels/lrn_jit.py, Caffe's running
+channel sums); the numpy code here is the reference and the device path. WITHIN_CHANNEL
+reproduces Caffe's composition (square -> AVE pooling with its padded divisor
 -> power (1 + alpha * s)^-beta -> product with the input), so ``k`` is unused there as in Caffe.
 """
+from ..kernels import lrn_jit
+from ..kernels.jit import usable as compiled_usable
 from ..kernels.pooling import PoolGeometry, ave_pool, ave_pool_backward
 from ..kernels.threads import for_parts
 from ..layer import Layer
@@ -57,8 +61,13 @@ class LRNLayer(Layer):
         if self.across:
             self.scale = self.scratch("scale", x.shape, x.dtype)
             y = top[0].data
+            compiled = compiled_usable(x, y, self.scale)
 
             def part(a, b):
+                if compiled:
+                    lrn_jit.forward(x[a:b], self.size, self.alpha, self.beta, self.k,
+                                    self.scale[a:b], y[a:b])
+                    return
                 xa, scale = x[a:b], self.scale[a:b]
                 self._channel_window_sum(xa * xa, scale)
                 scale *= dt(self.alpha / self.size)
@@ -80,8 +89,13 @@ class LRNLayer(Layer):
         dt = x.dtype.type
         if self.across:
             y, dx = top[0].data, bottom[0].diff
+            compiled = compiled_usable(x, y, dy, self.scale, dx)
 
             def part(a, b):
+                if compiled:
+                    lrn_jit.backward(x[a:b], y[a:b], dy[a:b], self.scale[a:b], self.size,
+                                     self.alpha, self.beta, dx[a:b])
+                    return
                 scale = self.scale[a:b]
                 ratio = dy[a:b] * y[a:b] / scale
                 accum = self._channel_window_sum(ratio, ratio)

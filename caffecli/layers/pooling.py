@@ -4,6 +4,8 @@ import numpy
 from .. import context
 from ..kernels.pooling import (PP, PoolGeometry, ave_pool, ave_pool_backward, max_pool,
                                max_pool_backward, stochastic_pool_test, stochastic_pool_train)
+from ..kernels import pooling_jit
+from ..kernels.jit import usable as compiled_usable
 from ..kernels.threads import for_parts
 from ..layer import Layer
 from ..proto import caffe_pb2
@@ -107,12 +109,18 @@ class PoolingLayer(Layer):
         mask = top[1].data if len(top) > 1 else None
         if pool == PP.MAX:
             self.arg = self.scratch("arg", y.shape, numpy.int32)
+        compiled = compiled_usable(x, y)
 
         def part(a, b):
-            if pool == PP.AVE:
+            if compiled:
+                if pool == PP.AVE:
+                    pooling_jit.ave_pool(x[a:b], self.geo, y[a:b])
+                else:
+                    pooling_jit.max_pool(x[a:b], self.geo, y[a:b], self.arg[a:b])
+            elif pool == PP.AVE:
                 y[a:b] = ave_pool(xp, x[a:b], self.geo)
-                return
-            y[a:b], self.arg[a:b] = max_pool(xp, x[a:b], self.geo)
+            else:
+                y[a:b], self.arg[a:b] = max_pool(xp, x[a:b], self.geo)
             if mask is not None:
                 mask[a:b] = self.geo.caffe_index(xp, self.arg[a:b])
         for_parts(xp, part, x.shape[0], x.size)
@@ -126,9 +134,15 @@ class PoolingLayer(Layer):
         if pool != PP.AVE and self.arg is None:
             raise self.error("STOCHASTIC pooling has no backward in TEST phase")
         dx = bottom[0].diff
+        compiled = pool != PP.STOCHASTIC and compiled_usable(dtop, dx)
 
         def part(a, b):
-            if pool == PP.AVE:
+            if compiled:
+                if pool == PP.AVE:
+                    pooling_jit.ave_pool_backward(dtop[a:b], self.geo, dx[a:b])
+                else:
+                    pooling_jit.max_pool_backward(dtop[a:b], self.arg[a:b], self.geo, dx[a:b])
+            elif pool == PP.AVE:
                 dx[a:b] = ave_pool_backward(xp, dtop[a:b], self.geo, dtop.dtype)
             else:
                 dx[a:b] = max_pool_backward(xp, dtop[a:b], self.arg[a:b], self.geo, dtop.dtype)

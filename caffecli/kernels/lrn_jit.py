@@ -1,0 +1,75 @@
+"""Cross-channel LRN on the host as compiled loops (kernels/jit.py), in Caffe's order
+(lrn_layer.cpp): the scale's window sum runs along the channels (add the channel entering,
+subtract the one leaving) and the backward's ratio sum likewise. layers/lrn.py keeps numpy
+code as the reference and for device arrays.
+
+Scalars come in the data's dtype so float32 data is computed in float32, as Caffe does.
+"""
+import numpy
+
+from .jit import kernel
+
+
+def _forward(x, size, alpha_over_size, k, neg_beta, scale, y):
+    n, c, h, w = x.shape
+    pre = (size - 1) // 2
+    for i in range(n):
+        for a in range(h):
+            for b in range(w):
+                scale[i, 0, a, b] = k
+        for ch in range(min(size - pre, c)):
+            for a in range(h):
+                for b in range(w):
+                    scale[i, 0, a, b] += x[i, ch, a, b] * x[i, ch, a, b] * alpha_over_size
+        for ch in range(1, c):
+            head, tail = ch + size - 1 - pre, ch - 1 - pre
+            for a in range(h):
+                for b in range(w):
+                    v = scale[i, ch - 1, a, b]
+                    if head < c:
+                        v += x[i, head, a, b] * x[i, head, a, b] * alpha_over_size
+                    if tail >= 0:
+                        v -= x[i, tail, a, b] * x[i, tail, a, b] * alpha_over_size
+                    scale[i, ch, a, b] = v
+        for ch in range(c):
+            for a in range(h):
+                for b in range(w):
+                    y[i, ch, a, b] = x[i, ch, a, b] * scale[i, ch, a, b] ** neg_beta
+
+
+def _backward(x, y, dy, scale, size, ratio_coef, neg_beta, dx):
+    n, c, h, w = x.shape
+    pre = (size - 1) // 2
+    ratio = numpy.empty((c, h, w), dtype=x.dtype)
+    accum = numpy.empty((h, w), dtype=x.dtype)
+    for i in range(n):
+        for ch in range(c):
+            for a in range(h):
+                for b in range(w):
+                    dx[i, ch, a, b] = scale[i, ch, a, b] ** neg_beta * dy[i, ch, a, b]
+                    ratio[ch, a, b] = dy[i, ch, a, b] * y[i, ch, a, b] / scale[i, ch, a, b]
+        accum[:, :] = 0
+        for ch in range(min(size - 1 - pre, c)):
+            for a in range(h):
+                for b in range(w):
+                    accum[a, b] += ratio[ch, a, b]
+        for ch in range(c):
+            head, tail = ch + size - 1 - pre, ch - pre
+            for a in range(h):
+                for b in range(w):
+                    if head < c:
+                        accum[a, b] += ratio[head, a, b]
+                    dx[i, ch, a, b] += -ratio_coef * (x[i, ch, a, b] * accum[a, b])
+                    if tail >= 0:
+                        accum[a, b] -= ratio[tail, a, b]
+
+
+def forward(x, size, alpha, beta, k, scale, y):
+    """y and scale (k + alpha / size * window sum of squares) of ACROSS_CHANNELS LRN."""
+    dt = x.dtype.type
+    kernel(_forward)(x, size, dt(alpha / size), dt(k), dt(-beta), scale, y)
+
+
+def backward(x, y, dy, scale, size, alpha, beta, dx):
+    dt = x.dtype.type
+    kernel(_backward)(x, y, dy, scale, size, dt(2 * alpha * beta / size), dt(-beta), dx)

@@ -1,0 +1,106 @@
+"""MAX and AVE pooling on the host as compiled loops (kernels/jit.py), as Caffe's
+pooling_layer.cpp loops: one pass over each window, no padded copy, no per-offset
+temporaries. kernels/pooling.py stays the reference and the path for device arrays.
+
+Results agree with the reference: the same first-maximum-wins rule and winning offsets, and
+gradients added in Caffe's order (outputs in row order), which can differ from the reference's
+order by a rounding.
+"""
+import numpy
+
+from .jit import kernel
+
+FLT_MAX = float(numpy.finfo(numpy.float32).max)
+
+
+def _max_forward(x, kh, kw, sh, sw, ph, pw, top, arg):
+    n, c, h, w = x.shape
+    oh, ow = top.shape[2], top.shape[3]
+    for i in range(n):
+        for j in range(c):
+            for y in range(oh):
+                y0 = y * sh - ph
+                for q in range(ow):
+                    x0 = q * sw - pw
+                    best = -FLT_MAX
+                    won = -1
+                    for a in range(max(y0, 0), min(y0 + kh, h)):
+                        for b in range(max(x0, 0), min(x0 + kw, w)):
+                            if x[i, j, a, b] > best:
+                                best = x[i, j, a, b]
+                                won = (a - y0) * kw + (b - x0)
+                    top[i, j, y, q] = best
+                    arg[i, j, y, q] = won
+
+
+def _max_backward(dtop, arg, kw, sh, sw, ph, pw, dx):
+    n, c, oh, ow = dtop.shape
+    for i in range(n):
+        for j in range(c):
+            dx[i, j] = 0
+            for y in range(oh):
+                for q in range(ow):
+                    won = arg[i, j, y, q]
+                    if won >= 0:
+                        dx[i, j, y * sh - ph + won // kw, q * sw - pw + won % kw] += \
+                            dtop[i, j, y, q]
+
+
+def _ave_forward(x, kh, kw, sh, sw, ph, pw, top):
+    n, c, h, w = x.shape
+    oh, ow = top.shape[2], top.shape[3]
+    for i in range(n):
+        for j in range(c):
+            for y in range(oh):
+                y0 = y * sh - ph
+                y1 = min(y0 + kh, h + ph)
+                for q in range(ow):
+                    x0 = q * sw - pw
+                    x1 = min(x0 + kw, w + pw)
+                    size = (y1 - y0) * (x1 - x0)       # padding counts, as in Caffe
+                    top[i, j, y, q] = 0                 # summed in the data's precision
+                    for a in range(max(y0, 0), min(y1, h)):
+                        for b in range(max(x0, 0), min(x1, w)):
+                            top[i, j, y, q] += x[i, j, a, b]
+                    top[i, j, y, q] /= size
+
+
+def _ave_backward(dtop, kh, kw, sh, sw, ph, pw, dx):
+    n, c, oh, ow = dtop.shape
+    h, w = dx.shape[2], dx.shape[3]
+    for i in range(n):
+        for j in range(c):
+            dx[i, j] = 0
+            for y in range(oh):
+                y0 = y * sh - ph
+                y1 = min(y0 + kh, h + ph)
+                for q in range(ow):
+                    x0 = q * sw - pw
+                    x1 = min(x0 + kw, w + pw)
+                    share = dtop[i, j, y, q] / ((y1 - y0) * (x1 - x0))
+                    for a in range(max(y0, 0), min(y1, h)):
+                        for b in range(max(x0, 0), min(x1, w)):
+                            dx[i, j, a, b] += share
+
+
+def _geometry(geo):
+    (kh, kw), (sh, sw), (ph, pw) = geo.kernel, geo.stride, geo.pad
+    return kh, kw, sh, sw, ph, pw
+
+
+def max_pool(x, geo, top, arg):
+    """top, arg (winning kernel offset, -1 for none) of MAX pooling ``x``, written in place."""
+    kernel(_max_forward)(x, *_geometry(geo), top, arg)
+
+
+def max_pool_backward(dtop, arg, geo, dx):
+    kh, kw, sh, sw, ph, pw = _geometry(geo)
+    kernel(_max_backward)(dtop, arg, kw, sh, sw, ph, pw, dx)
+
+
+def ave_pool(x, geo, top):
+    kernel(_ave_forward)(x, *_geometry(geo), top)
+
+
+def ave_pool_backward(dtop, geo, dx):
+    kernel(_ave_backward)(dtop, *_geometry(geo), dx)

@@ -1,0 +1,85 @@
+"""The compiled host pooling kernels (kernels/pooling_jit.py) against the numpy reference
+(kernels/pooling.py): same outputs and winners, gradients equal up to the order of the adds."""
+import numpy
+import pytest
+
+from caffecli.kernels import jit, pooling, pooling_jit
+from caffecli.kernels.pooling import PoolGeometry
+
+pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+
+GEOMETRIES = [  # kernel, stride, pad, input (h, w), ceil rounding
+    ((3, 3), (2, 2), (0, 0), (13, 13), True),      # CaffeNet's pools (ceil: a partial window)
+    ((2, 2), (2, 2), (0, 0), (24, 24), True),      # LeNet's
+    ((3, 3), (1, 1), (1, 1), (7, 9), True),        # GoogLeNet's stride-1 padded pools
+    ((3, 2), (2, 3), (1, 1), (8, 10), False),      # uneven, floor rounding
+    ((5, 5), (1, 1), (0, 0), (5, 5), True),        # global
+]
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("kernel,stride,pad,hw,ceil", GEOMETRIES)
+def test_compiled_pooling_matches_the_reference(kernel, stride, pad, hw, ceil, dtype):
+    rs = numpy.random.RandomState(3)
+    x = rs.randn(2, 3, *hw).astype(dtype)
+    x[0, 0, :2, :2] = 1.5                           # ties: the first maximum wins
+    geo = PoolGeometry(kernel, stride, pad, hw, ceil_mode=ceil)
+    shape = x.shape[:2] + tuple(geo.out_hw)
+    dtop = rs.randn(*shape).astype(dtype)
+
+    ref_top, ref_arg = pooling.max_pool(numpy, x, geo)
+    top, arg = numpy.empty(shape, dtype), numpy.empty(shape, numpy.int32)
+    pooling_jit.max_pool(x, geo, top, arg)
+    numpy.testing.assert_array_equal(top, ref_top)
+    numpy.testing.assert_array_equal(arg, ref_arg)
+    dx = numpy.full(x.shape, numpy.nan, dtype)       # every element is written
+    pooling_jit.max_pool_backward(dtop, arg, geo, dx)
+    numpy.testing.assert_allclose(dx, pooling.max_pool_backward(numpy, dtop, ref_arg, geo, dtype),
+                                  rtol=1e-6, atol=1e-6)
+
+    pooling_jit.ave_pool(x, geo, top)
+    numpy.testing.assert_allclose(top, pooling.ave_pool(numpy, x, geo), rtol=1e-6, atol=1e-6)
+    dx[...] = numpy.nan
+    pooling_jit.ave_pool_backward(dtop, geo, dx)
+    numpy.testing.assert_allclose(dx, pooling.ave_pool_backward(numpy, dtop, geo, dtype),
+                                  rtol=1e-6, atol=1e-6)
+
+
+def test_the_layer_takes_the_compiled_path_only_where_it_applies(monkeypatch):
+    rs = numpy.random.RandomState(0)
+    x = rs.randn(4, 3, 8, 8).astype(numpy.float32)
+    assert jit.usable(x, x)
+    assert not jit.usable(x.astype(numpy.float16), x)
+    assert not jit.usable(x[:, :, ::2], x)            # strided
+    monkeypatch.setenv("CAFFECLI_JIT", "0")
+    assert not jit.usable(x, x)
+
+
+@pytest.mark.parametrize("size,channels", [(5, 12), (3, 2), (5, 3), (1, 4)])
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_compiled_lrn_matches_the_reference(size, channels, dtype, monkeypatch):
+    """ACROSS_CHANNELS LRN through the layer, compiled and with CAFFECLI_JIT=0."""
+    from caffecli.proto import caffe_pb2
+    from caffecli.proto.io import parse_text
+    from caffecli.net import Net
+    text = ('input: "x" input_shape { dim: 3 dim: %d dim: 5 dim: 6 } force_backward: true '
+            'layer { name: "n" type: "LRN" bottom: "x" top: "y" lrn_param { local_size: %d '
+            'alpha: 0.3 beta: 0.75 k: 2 } }' % (channels, size))
+    rs = numpy.random.RandomState(size)
+    x = rs.randn(3, channels, 5, 6)
+    dy = rs.randn(3, channels, 5, 6)
+    results = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("CAFFECLI_JIT", flag)
+        net = Net(parse_text(text, caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype,
+                  log=False)
+        net.blob_by_name("x").data[...] = x
+        net.forward_pass()
+        net.blob_by_name("y").diff[...] = dy
+        net.backward_pass()
+        results.append((net.blob_by_name("y").data.copy(), net.blob_by_name("x").diff.copy()))
+    from caffecli.kernels import lrn_jit
+    assert lrn_jit._forward in jit._compiled and lrn_jit._backward in jit._compiled
+    tol = 1e-5 if dtype == numpy.float32 else 1e-12
+    for compiled, reference in zip(*results):
+        numpy.testing.assert_allclose(compiled, reference, rtol=tol, atol=tol)
