@@ -35,5 +35,9 @@ def kernel(fn):
         with _lock:
             jitted = _compiled.get(fn)
             if jitted is None:
-                jitted = _compiled[fn] = numba.njit(nogil=True, cache=True)(fn)
+                try:
+                    jitted = numba.njit(nogil=True, cache=True)(fn)
+                except RuntimeError:    # no writable cache location: compile in memory
+                    jitted = numba.njit(nogil=True)(fn)
+                _compiled[fn] = jitted
     return jitted
