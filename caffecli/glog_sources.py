@@ -101,10 +101,13 @@ SOURCES = {
     "image_data.output_size": "image_data_layer.cpp:90",
     # device_query.py
     "device_query.version": "device_query.py:0",
+    # engines.py
+    "engines.fallback": "engines.py:0",
     # io.cpp
     "io.cannot_open_image": "io.cpp:80",
     # layer_factory.hpp
     "layer_factory.creating_layer": "layer_factory.hpp:77",
+    "layer_factory.multiple_tops": "layer_factory.cpp:133",
     # main.py
     "main.unused_flag": "main.py:0",
     # net.cpp

@@ -12,11 +12,13 @@ import math
 
 import numpy
 
-from . import backend, context
+from . import backend, context, engines
 from .blob import Blob
 from .context import CPU, GPU
 from .errors import CaffeError
 from .proto import caffe_pb2
+
+_UNRESOLVED = object()  # a layer's device engine before its first device call
 
 
 class BlobVec(list):
@@ -60,6 +62,7 @@ class Layer:
         self.param_propagate_down = [True] * len(self.blobs)
         self.loss_weights = []
         self.side, self.xp, self.weights = CPU, numpy, []
+        self._device_engine = _UNRESOLVED
 
     @property
     def name(self):
@@ -117,6 +120,19 @@ class Layer:
                 v = int(labels[bad].reshape(-1)[0])
                 raise self.error("label value %d out of range [0, %d)" % (v, num_labels))
 
+    @property
+    def engine(self):
+        """The engine this layer runs with on the device: "CAFFE" or "CUDNN" (engines.py)."""
+        return engines.CAFFE if self.device_engine() is None else engines.CUDNN
+
+    def device_engine(self):
+        """The CUDNN engine object that runs this layer on the device, or None (CAFFE); chosen
+        on first use, so a net built in CPU mode chooses when it first runs on the device."""
+        if getattr(self, "_device_engine", _UNRESOLVED) is _UNRESOLVED:
+            self._device_engine = engines.device_engine(
+                self, len(self.layer_param.top)) if self.device_code else None
+        return self._device_engine
+
     # ---- drivers (Caffe's Layer::SetUp / Forward / Backward) ----------------------------
     def _enter(self):
         """Pick the side this call runs on and hand the hooks its array module and weights
@@ -172,16 +188,26 @@ class Layer:
         while len(self.param_propagate_down) < len(self._blobs):
             self.param_propagate_down.append(True)
 
+    def _reshape(self, side, b, t):
+        self._guarded(self.reshape, b, t)
+        engine = self.device_engine() if side == GPU else None
+        if engine is not None:
+            engine.reshape(b, t)
+        return engine
+
     def Reshape(self, bottom, top):  # noqa: N802
         side = self._enter()
-        self._guarded(self.reshape, *self._forward_views(side, bottom, top))
+        self._reshape(side, *self._forward_views(side, bottom, top))
 
     def Forward(self, bottom, top):  # noqa: N802
         """Reshape, compute the tops, and return the weighted loss of the loss tops."""
         side = self._enter()
         b, t = self._forward_views(side, bottom, top)
-        self._guarded(self.reshape, b, t)
-        self._guarded(self.forward_gpu if side == GPU else self.forward, b, t)
+        engine = self._reshape(side, b, t)
+        if engine is not None:
+            engine.forward(b, t)
+        else:
+            self._guarded(self.forward_gpu if side == GPU else self.forward, b, t)
         loss = 0.0
         for i, blob in enumerate(top):
             if self.loss(i):
@@ -194,8 +220,13 @@ class Layer:
     def Backward(self, top, propagate_down, bottom):  # noqa: N802
         side = self._enter()
         t, b = self._backward_views(side, top, bottom)
-        self._guarded(self.backward_gpu if side == GPU else self.backward, t,
-                      [bool(p) for p in propagate_down], b)
+        propagate_down = [bool(p) for p in propagate_down]
+        engine = self.device_engine() if side == GPU else None
+        if engine is not None:
+            engine.backward(t, propagate_down, b)
+        else:
+            self._guarded(self.backward_gpu if side == GPU else self.backward, t,
+                          propagate_down, b)
 
     # ---- loss weights, counts, errors ----------------------------------------------------
     def loss(self, top_index):
