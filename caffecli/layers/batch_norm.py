@@ -69,8 +69,11 @@ class BatchNormLayer(NeuronLayer):
             var = self.weights[1].data * factor
         else:
             mean = self._channel_sum(x, scale=1.0 / n)
-        # x - mean now, divided by the std below; backward reads it
-        x_norm = self.x_norm = self.scratch("x_norm", x.shape, x.dtype)
+        # x - mean now, divided by the std below; backward reads it unless the statistics are
+        # global (then the top is enough: the backward only divides by the std)
+        x_norm = self._view(top[0].data, bottom) if self.use_global_stats else \
+            self.scratch("x_norm", x.shape, x.dtype)
+        self.x_norm = x_norm
         self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
         if not self.use_global_stats:
             var = self._channel_sum(x_norm, x_norm, 1.0 / n)
@@ -82,7 +85,8 @@ class BatchNormLayer(NeuronLayer):
             self.weights[1].data[...] = var * correction + self.weights[1].data * maf
         self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
         x_norm /= self.std
-        self._view(top[0].data, bottom)[...] = x_norm
+        if not self.use_global_stats:
+            self._view(top[0].data, bottom)[...] = x_norm
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:

@@ -57,8 +57,10 @@ class ScaleLayer(Layer):
         outer, dim, inner = self.dims
         x = bottom[0].data.reshape(outer, dim, inner)
         if top[0] is bottom[0]:  # keep the input for the scale gradient
-            self.bottom_copy = x.copy()
-        top[0].data.reshape(outer, dim, inner)[...] = x * scale.reshape(1, dim, 1)
+            self.bottom_copy = self.scratch("bottom_copy", x.shape, x.dtype)
+            self.bottom_copy[...] = x
+        self.xp.multiply(x, scale.reshape(1, dim, 1),
+                         out=top[0].data.reshape(outer, dim, inner))
         if self.bias_layer is not None:
             self.bias_layer.Forward([top[0].blob], [top[0].blob])
 
