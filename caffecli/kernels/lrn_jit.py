@@ -10,7 +10,7 @@ import numpy
 from .jit import kernel
 
 
-def _forward(x, size, alpha_over_size, k, neg_beta, scale, y):
+def _forward(x, size, alpha_over_size, k, neg_beta, scale, powed, y):
     n, c, h, w = x.shape
     pre = (size - 1) // 2
     for i in range(n):
@@ -34,10 +34,11 @@ def _forward(x, size, alpha_over_size, k, neg_beta, scale, y):
         for ch in range(c):
             for a in range(h):
                 for b in range(w):
-                    y[i, ch, a, b] = x[i, ch, a, b] * scale[i, ch, a, b] ** neg_beta
+                    powed[i, ch, a, b] = scale[i, ch, a, b] ** neg_beta
+                    y[i, ch, a, b] = x[i, ch, a, b] * powed[i, ch, a, b]
 
 
-def _backward(x, y, dy, scale, size, ratio_coef, neg_beta, dx):
+def _backward(x, y, dy, scale, powed, size, ratio_coef, dx):
     n, c, h, w = x.shape
     pre = (size - 1) // 2
     ratio = numpy.empty((c, h, w), dtype=x.dtype)
@@ -46,7 +47,7 @@ def _backward(x, y, dy, scale, size, ratio_coef, neg_beta, dx):
         for ch in range(c):
             for a in range(h):
                 for b in range(w):
-                    dx[i, ch, a, b] = scale[i, ch, a, b] ** neg_beta * dy[i, ch, a, b]
+                    dx[i, ch, a, b] = powed[i, ch, a, b] * dy[i, ch, a, b]
                     ratio[ch, a, b] = dy[i, ch, a, b] * y[i, ch, a, b] / scale[i, ch, a, b]
         accum[:, :] = 0
         for ch in range(min(size - 1 - pre, c)):
@@ -64,12 +65,13 @@ def _backward(x, y, dy, scale, size, ratio_coef, neg_beta, dx):
                         accum[a, b] -= ratio[tail, a, b]
 
 
-def forward(x, size, alpha, beta, k, scale, y):
-    """y and scale (k + alpha / size * window sum of squares) of ACROSS_CHANNELS LRN."""
+def forward(x, size, alpha, beta, k, scale, powed, y):
+    """y, scale (k + alpha / size * window sum of squares) and powed (scale^-beta, which the
+    backward reuses) of ACROSS_CHANNELS LRN."""
     dt = x.dtype.type
-    kernel(_forward)(x, size, dt(alpha / size), dt(k), dt(-beta), scale, y)
+    kernel(_forward)(x, size, dt(alpha / size), dt(k), dt(-beta), scale, powed, y)
 
 
-def backward(x, y, dy, scale, size, alpha, beta, dx):
+def backward(x, y, dy, scale, powed, size, alpha, beta, dx):
     dt = x.dtype.type
-    kernel(_backward)(x, y, dy, scale, size, dt(2 * alpha * beta / size), dt(-beta), dx)
+    kernel(_backward)(x, y, dy, scale, powed, size, dt(2 * alpha * beta / size), dx)

@@ -31,6 +31,7 @@ class LRNLayer(Layer):
         if p.norm_region not in (LRNP.ACROSS_CHANNELS, LRNP.WITHIN_CHANNEL):
             raise self.error("Unknown normalization region.")
         self.across = p.norm_region == LRNP.ACROSS_CHANNELS
+        self.powed = None
 
     def reshape(self, bottom, top):
         b = bottom[0]
@@ -62,11 +63,13 @@ class LRNLayer(Layer):
             self.scale = self.scratch("scale", x.shape, x.dtype)
             y = top[0].data
             compiled = compiled_usable(x, y, self.scale)
+            # scale^-beta, kept for the compiled backward (None: this forward did not fill it)
+            self.powed = self.scratch("powed", x.shape, x.dtype) if compiled else None
 
             def part(a, b):
                 if compiled:
                     lrn_jit.forward(x[a:b], self.size, self.alpha, self.beta, self.k,
-                                    self.scale[a:b], y[a:b])
+                                    self.scale[a:b], self.powed[a:b], y[a:b])
                     return
                 xa, scale = x[a:b], self.scale[a:b]
                 self._channel_window_sum(xa * xa, scale)
@@ -89,12 +92,12 @@ class LRNLayer(Layer):
         dt = x.dtype.type
         if self.across:
             y, dx = top[0].data, bottom[0].diff
-            compiled = compiled_usable(x, y, dy, self.scale, dx)
+            compiled = self.powed is not None and compiled_usable(x, y, dy, self.scale, dx)
 
             def part(a, b):
                 if compiled:
-                    lrn_jit.backward(x[a:b], y[a:b], dy[a:b], self.scale[a:b], self.size,
-                                     self.alpha, self.beta, dx[a:b])
+                    lrn_jit.backward(x[a:b], y[a:b], dy[a:b], self.scale[a:b], self.powed[a:b],
+                                     self.size, self.alpha, self.beta, dx[a:b])
                     return
                 scale = self.scale[a:b]
                 ratio = dy[a:b] * y[a:b] / scale
