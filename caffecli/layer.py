@@ -120,9 +120,9 @@ class Layer:
                 v = int(labels[bad].reshape(-1)[0])
                 raise self.error("label value %d out of range [0, %d)" % (v, num_labels))
 
-    @property
-    def engine(self):
-        """The engine this layer runs with on the device: "CAFFE" or "CUDNN" (engines.py)."""
+    def engine_name(self):
+        """The engine this layer runs with on the device: "CAFFE" or "CUDNN" (engines.py).
+        (A method, not an attribute: Python layers may use ``self.engine`` for their own.)"""
         return engines.CAFFE if self.device_engine() is None else engines.CUDNN
 
     def device_engine(self):

@@ -103,6 +103,6 @@ def test_a_cudnn_engine_runs_where_it_may_and_builds_one_plan_per_shape(
     # has two tops, which Caffe's factory logs
     assert FakeCudnnReLU.calls == [("plan", (2, 3, 4, 4)), ("forward", "r1"), ("backward", "r1"),
                                    ("forward", "r1"), ("backward", "r1")]
-    assert [layer.engine for layer in net.layers] == ["CAFFE", "CUDNN", "CAFFE", "CAFFE"]
+    assert [layer.engine_name() for layer in net.layers] == ["CAFFE", "CUDNN", "CAFFE", "CAFFE"]
     assert "cuDNN does not support multiple tops. Using Caffe's own pooling layer." \
         in logs.getvalue()
