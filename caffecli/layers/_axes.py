@@ -1,4 +1,5 @@
 """Axis arithmetic the structural layers share, with failures reported as the layer's errors."""
+from ..errors import CaffeError
 
 
 def along_axis(axis, start, stop):
@@ -32,3 +33,21 @@ def canonical_axis(layer, blob, axis, what="axis"):
 def split_axis(blob, axis):
     """(outer, channels, inner) of ``blob`` around the canonical ``axis``."""
     return blob.count(0, axis), blob.shape[axis], blob.count(axis + 1)
+
+
+def label_positions(layer, bottom, param_name, word):
+    """(axis, outer, classes, inner) of the predictions bottom[0] around the ``axis`` of
+    ``layer_param.<param_name>``, checked against one label in bottom[1] per outer x inner
+    position, as Caffe's loss and accuracy layers check (``word`` names the axis there)."""
+    try:
+        axis = bottom[0].canonical_axis_index(getattr(layer.layer_param, param_name).axis)
+    except CaffeError as e:
+        raise layer.error("%s.axis: %s" % (param_name, e))
+    outer, classes, inner = split_axis(bottom[0], axis)
+    if outer * inner != bottom[1].count():
+        raise layer.error(
+            "Number of labels must match number of predictions; e.g., if %s axis == 1 "
+            "and prediction shape is (N, C, H, W), label count (number of labels) must be "
+            "N*H*W, with integer values in {0, 1, ..., C-1} (prediction %s, label %s)"
+            % (word, bottom[0].shape_string(), bottom[1].shape_string()))
+    return axis, outer, classes, inner

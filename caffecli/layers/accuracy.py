@@ -1,10 +1,9 @@
 """Accuracy: top-k classification accuracy, optionally per class (Caffe's accuracy_layer)."""
 import numpy
 
-from ..errors import CaffeError
 from ..layer import Layer
 from ..registry import register_layer
-from ._axes import split_axis
+from ._axes import label_positions
 from ._loss import int_labels, label_mask
 
 
@@ -27,17 +26,8 @@ class AccuracyLayer(Layer):
             raise self.error("top_k must be less than or equal to the number of classes "
                              "(top_k %d, prediction %s, label %s)"
                              % (self.top_k, bottom[0].shape_string(), bottom[1].shape_string()))
-        try:
-            self.axis = bottom[0].canonical_axis_index(self.layer_param.accuracy_param.axis)
-        except CaffeError as e:
-            raise self.error("accuracy_param.axis: %s" % e)
-        self.outer, self.num_labels, self.inner = split_axis(bottom[0], self.axis)
-        if self.outer * self.inner != bottom[1].count():
-            raise self.error(
-                "Number of labels must match number of predictions; e.g., if label axis == 1 "
-                "and prediction shape is (N, C, H, W), label count (number of labels) must be "
-                "N*H*W, with integer values in {0, 1, ..., C-1} (prediction %s, label %s)"
-                % (bottom[0].shape_string(), bottom[1].shape_string()))
+        self.axis, self.outer, self.num_labels, self.inner = label_positions(
+            self, bottom, "accuracy_param", "label")
         top[0].reshape(())
         if len(top) > 1:
             top[1].reshape((self.num_labels,))

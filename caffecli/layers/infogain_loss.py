@@ -9,7 +9,7 @@ from ..kernels.activations import softmax
 from ..layer import LossLayer
 from ..proto.io import read_blob_proto
 from ..registry import register_layer
-from ._axes import split_axis
+from ._axes import label_positions
 from ._loss import (LOG_THRESHOLD, get_normalizer, ignore_label_of, int_labels, label_mask,
                     loss_weight, poison, refuse_label_backward, valid_count)
 
@@ -46,17 +46,8 @@ class InfogainLossLayer(LossLayer):
 
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
-        try:
-            self.axis = bottom[0].canonical_axis_index(self.layer_param.infogain_loss_param.axis)
-        except CaffeError as e:
-            raise self.error("infogain_loss_param.axis: %s" % e)
-        self.outer, self.num_labels, self.inner = split_axis(bottom[0], self.axis)
-        if self.outer * self.inner != bottom[1].count():
-            raise self.error(
-                "Number of labels must match number of predictions; e.g., if infogain axis == 1 "
-                "and prediction shape is (N, C, H, W), label count (number of labels) must be "
-                "N*H*W, with integer values in {0, 1, ..., C-1} (prediction %s, label %s)"
-                % (bottom[0].shape_string(), bottom[1].shape_string()))
+        self.axis, self.outer, self.num_labels, self.inner = label_positions(
+            self, bottom, "infogain_loss_param", "infogain")
         h = self.infogain.at(self.side, False, False) if len(bottom) < 3 else bottom[2]
         if h.count() != self.num_labels * self.num_labels:
             raise self.error("H must be %dx%d (got %s)"

@@ -3,11 +3,10 @@
 import numpy
 
 from .. import glog
-from ..errors import CaffeError
 from ..kernels.activations import softmax
 from ..layer import LossLayer
 from ..registry import register_layer
-from ._axes import split_axis
+from ._axes import label_positions
 from ._loss import (FLT_MIN, get_normalizer, ignore_label_of, int_labels, label_mask, loss_weight,
                     normalization_mode, poison, refuse_label_backward, valid_count)
 
@@ -35,17 +34,8 @@ class SoftmaxWithLossLayer(LossLayer):
 
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
-        try:
-            self.axis = bottom[0].canonical_axis_index(self.layer_param.softmax_param.axis)
-        except CaffeError as e:
-            raise self.error("softmax_param.axis: %s" % e)
-        self.outer, self.channels, self.inner = split_axis(bottom[0], self.axis)
-        if self.outer * self.inner != bottom[1].count():
-            raise self.error(
-                "Number of labels must match number of predictions; e.g., if softmax axis == 1 "
-                "and prediction shape is (N, C, H, W), label count (number of labels) must be "
-                "N*H*W, with integer values in {0, 1, ..., C-1} (prediction %s, label %s)"
-                % (bottom[0].shape_string(), bottom[1].shape_string()))
+        self.axis, self.outer, self.channels, self.inner = label_positions(
+            self, bottom, "softmax_param", "softmax")
 
     def _dims(self):
         return (self.outer, self.channels, self.inner)
