@@ -23,9 +23,11 @@ def __getattr__(name):
     if name == "__all__":
         return pycaffe.__all__
     try:
-        return getattr(pycaffe, name)
+        value = getattr(pycaffe, name)
     except AttributeError:
         raise AttributeError("module 'caffecli' has no attribute %r" % name) from None
+    globals()[name] = value             # found once: later reads skip this function
+    return value
 
 
 def __dir__():
