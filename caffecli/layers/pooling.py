@@ -134,7 +134,7 @@ class PoolingLayer(Layer):
         if pool != PP.AVE and self.arg is None:
             raise self.error("STOCHASTIC pooling has no backward in TEST phase")
         dx = bottom[0].diff
-        compiled = pool != PP.STOCHASTIC and compiled_usable(dtop, dx)
+        compiled = compiled_usable(dtop, dx)   # STOCHASTIC's winners are MAX's kind
 
         def part(a, b):
             if compiled:
