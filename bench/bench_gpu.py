@@ -17,7 +17,6 @@ without a GPU (a smoke test of the script, not a measurement).
 """
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -39,13 +38,7 @@ def timed_ms(step, sync, warmup, reps):
     for _ in range(warmup):
         step()
     sync()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        step()
-        sync()
-        times.append(time.perf_counter() - t)
-    return 1000 * statistics.median(times)
+    return 1000 * bench_cpu.median_time(lambda: (step(), sync()), reps)
 
 
 def caffecli_ms(name, batch, gpu, warmup, reps):
