@@ -6,7 +6,7 @@ build + 244 MB weights load time; and ``caffecli --help``'s time. Prints the cor
 Run by hand from the repository root (PyTorch is not a dependency of caffecli):
 
     pip install torch             # the CPU wheel
-    python bench/bench_cpu.py     # --nets lenet,caffenet --rounds 3 --iterations 3
+    python bench/bench_cpu.py     # --nets lenet,caffenet --rounds 3 --iterations 3 --by-type
 
 Both sides compute every gradient (inputs and parameters: force_backward on caffecli's net,
 requires_grad on torch's input), TRAIN phase, the nets' own batch sizes. PyTorch runs a twin
@@ -17,6 +17,7 @@ net's GEMM multiply-adds x 2 over the sgemm rate (a 2048^3 sgemm through scipy's
 layers call it): the time the products alone would take at that rate.
 """
 import argparse
+import collections
 import os
 import platform
 import shutil
@@ -259,11 +260,32 @@ def help_seconds(reps=5):
 
 
 # ---- main ---------------------------------------------------------------------------------------
+def by_layer_type(net, reps=3):
+    """Milliseconds of one forward + backward spent in each layer type (medians of ``reps``),
+    largest first: where a net's time goes."""
+    runs = []
+    for _ in range(reps):
+        spent = collections.Counter()
+        for rec in net.records:
+            t = time.perf_counter()
+            rec.layer.Forward(rec.bottoms, rec.tops)
+            spent[rec.layer.type] += time.perf_counter() - t
+        for rec in reversed(net.records):
+            t = time.perf_counter()
+            rec.layer.Backward(rec.tops, [True] * len(rec.bottoms), rec.bottoms)
+            spent[rec.layer.type] += time.perf_counter() - t
+        runs.append(spent)
+    kinds = sorted(runs[0], key=lambda k: -runs[0][k])
+    return [(k, 1e3 * statistics.median(r[k] for r in runs)) for k in kinds]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nets", default="lenet,caffenet,googlenet,resnet50")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per net")
     parser.add_argument("--iterations", type=int, default=3, help="timed passes per round")
+    parser.add_argument("--by-type", action="store_true",
+                        help="also print each net's milliseconds per layer type")
     args = parser.parse_args(argv)
     try:
         import torch
@@ -296,6 +318,8 @@ def main(argv=None):
         print("%-10s %6d %10.1f %10.1f %6.2fx %10.1f %7.2fx %9.1f %10s" % (
             name, net.input_blobs[0].shape[0], mine, other, mine / other, limit, mine / limit,
             peak_alloc_mb(net), "-" if real is None else "%.1f" % real))
+        if args.by_type:
+            print("    " + ", ".join("%s %.0f" % kv for kv in by_layer_type(net) if kv[1] >= 1))
     with tempfile.TemporaryDirectory() as tmp:
         weights = caffenet_weights(tmp)
         print("CaffeNet deploy + %.0f MB weights, build and load: %.3f s (median of 5)"
