@@ -11,6 +11,8 @@ import atexit
 import contextlib
 import os
 import signal
+import sys
+import time
 
 from .. import comms, context, glog
 from ..errors import CaffeError
@@ -19,6 +21,7 @@ from .errors import one_line
 
 BUCKET_MB_VAR = "CAFFECLI_BUCKET_MB"
 DEFAULT_BUCKET_MB = 1.0
+ABORT_GRACE_S = 0.5  # before MPI_Abort: time for the launcher to forward this rank's last lines
 
 
 class RankError(CaffeError):
@@ -88,7 +91,10 @@ class Rank:
     def _exit(self):
         if self.ok:
             self.comm.mpi.Finalize()
-        else:
+        else:  # MPICH's launcher drops what it has not forwarded yet when the job aborts
+            for stream in (sys.stdout, sys.stderr):
+                stream.flush()
+            time.sleep(ABORT_GRACE_S)
             self.comm.abort()
 
     def _terminated(self, signum, frame):
