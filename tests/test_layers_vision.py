@@ -180,25 +180,28 @@ def test_pointwise_convolution_is_a_channel_product():
     ((3, 3), (2, 2), (1, 1), (1, 1), (7, 6)), ((4, 4), (2, 2), (1, 1), (1, 1), (9, 9)),
     ((2, 3), (3, 2), (0, 2), (2, 1), (8, 7)), ((1, 1), (2, 3), (0, 0), (1, 1), (5, 7)),
     ((11, 11), (4, 4), (0, 0), (1, 1), (23, 27)), ((3, 2, 2), (2, 1, 3), (1, 0, 1), (1, 2, 1),
-                                                   (5, 6, 7))])
-def test_phase_split_columns_equal_strided_windows(kernel, stride, pad, dilation, img):
-    """The stride-split im2col/col2im give exactly the strided-window view's numbers."""
+                                                   (5, 6, 7)),
+    ((3, 3), (1, 1), (1, 1), (1, 1), (6, 5)), ((3, 2), (1, 1), (0, 2), (2, 1), (7, 6))])
+def test_columns_equal_strided_windows(kernel, stride, pad, dilation, img):
+    """im2col/col2im (stride-split where the stride is above 1) give exactly the
+    strided-window view's numbers, in the (C, *kernel, n, *grid) layout."""
     from caffecli.kernels import im2col as ic
     n, c = 3, 2
     out = ic.conv_out_shape(list(img), kernel, pad, stride, dilation)
     cols = base_conv.ColumnMaker(list(kernel), list(stride), list(pad), list(dilation))
     cols.configure(c, list(img), out)
-    assert cols.phased
+    assert cols.phased == any(s > 1 for s in stride)
     x = R.randn(n, c, *img)
     got = cols.im2col(numpy, x).copy()
     padded = numpy.zeros((n, c) + tuple(cols.padded))
     ic.interior(padded, pad, img)[...] = x
     want = ic.windows(numpy, padded, kernel, stride, dilation, out)  # (n, c, *k, *out)
-    numpy.testing.assert_array_equal(got, numpy.moveaxis(want, 0, -1))
+    images_at = 1 + len(kernel)
+    numpy.testing.assert_array_equal(got, numpy.moveaxis(want, 0, images_at))
     col = R.randn(*got.shape)
     back = cols.col2im(numpy, col, numpy.empty((n, c) + tuple(img)))
     ref = numpy.zeros_like(padded)
-    ic.col2im_add(ref, numpy.moveaxis(col, -1, 0), kernel, stride, dilation, out)
+    ic.col2im_add(ref, numpy.moveaxis(col, images_at, 0), kernel, stride, dilation, out)
     numpy.testing.assert_array_equal(back, ic.interior(ref, pad, img))
 
 

@@ -2,9 +2,8 @@
 
 Caffe's column layout for one image is (C, *kernel, *out): row c*prod(k) + kernel offset,
 column = output position. ``windows`` builds that view over a zero-padded copy of the input,
-with any leading axes (batch, channel) and optionally trailing ones (a batch kept innermost so
-the copies run over long contiguous stretches); ``col2im_add`` scatters columns back, looping
-only over the kernel offsets. With a stride above 1 the padded image can instead be kept split
+with any leading axes (channel, batch); ``col2im_add`` scatters columns back, looping only over
+the kernel offsets. With a stride above 1 the padded image can instead be kept split
 by phase (``phase_*``): position p of an axis lives at phase p % s, index p // s, so every kernel
 offset reads or adds one dense block instead of a stride-s lattice.
 """
@@ -50,21 +49,19 @@ class PadBuffer:
 
 
 def interior(buf, pad, in_shape, lead_axes=2):
-    """The view of ``buf`` where the (unpadded) input lives (trailing axes kept whole)."""
+    """The view of ``buf`` where the (unpadded) input lives."""
     sl = (slice(None),) * lead_axes + tuple(slice(p, p + i) for p, i in zip(pad, in_shape))
     return buf[sl]
 
 
-def windows(xp, padded, kernel, stride, dilation, out_shape, lead_axes=2, trail_axes=0):
-    """Read-only view (lead..., *kernel, *out, trail...) of every (dilated) window of
-    ``padded`` (lead..., *spatial, trail...)."""
+def windows(xp, padded, kernel, stride, dilation, out_shape, lead_axes=2):
+    """Read-only view (lead..., *kernel, *out) of every (dilated) window of ``padded``
+    (lead..., *spatial)."""
     st = padded.strides
-    end = padded.ndim - trail_axes
-    sp = st[lead_axes:end]
-    shape = (tuple(padded.shape[:lead_axes]) + tuple(kernel) + tuple(out_shape)
-             + tuple(padded.shape[end:]))
+    sp = st[lead_axes:]
+    shape = tuple(padded.shape[:lead_axes]) + tuple(kernel) + tuple(out_shape)
     strides = (tuple(st[:lead_axes]) + tuple(s * d for s, d in zip(sp, dilation))
-               + tuple(s * t for s, t in zip(sp, stride)) + tuple(st[end:]))
+               + tuple(s * t for s, t in zip(sp, stride)))
     return xp.lib.stride_tricks.as_strided(padded, shape=shape, strides=strides)
 
 
@@ -74,14 +71,12 @@ def offset_slices(offset, kernel, stride, dilation, out_shape):
                  for o, d, s, n in zip(offset, dilation, stride, out_shape))
 
 
-def col2im_add(padded, col, kernel, stride, dilation, out_shape, lead_axes=2, trail_axes=0):
-    """padded[lead..., windows, trail...] += col (lead..., *kernel, *out, trail...), one add
-    per kernel offset."""
+def col2im_add(padded, col, kernel, stride, dilation, out_shape, lead_axes=2):
+    """padded[lead..., windows] += col (lead..., *kernel, *out), one add per kernel offset."""
     lead = (slice(None),) * lead_axes
-    trail = (slice(None),) * trail_axes
     for offset in numpy.ndindex(*kernel):
         sl = offset_slices(offset, kernel, stride, dilation, out_shape)
-        padded[lead + sl + trail] += col[lead + offset]
+        padded[lead + sl] += col[lead + offset]
     return padded
 
 

@@ -68,12 +68,13 @@ def setup_geometry(layer, bottom, p):
 
 
 class ColumnMaker:
-    """im2col into a (C, *kernel, *grid, n) buffer and col2im back, reusing buffers.
+    """im2col into a (C, *kernel, n, *grid) buffer and col2im back, reusing buffers.
 
-    The batch is the innermost axis so that, at stride 1, every copy and every col2im add
-    runs over stretches of out_width * n contiguous values. With a stride above 1 the padded
-    image is kept split by phase, (*stride, C, *phase_grid, n), so each kernel offset is one
-    copy (or add) of dense out_width * n stretches rather than a strided lattice of n values.
+    The images of a chunk sit between the kernel offsets and the output grid, so a GEMM's
+    product over a chunk, (out, n, *grid), goes back to the blob's (n, out, *grid) by moving
+    whole output maps, and every im2col copy still runs over rows of the output grid. With a
+    stride above 1 the padded images are kept split by phase, (*stride, C, n, *phase_grid),
+    so each kernel offset is one dense copy (or add) rather than a strided lattice.
     """
 
     def __init__(self, kernel, stride, pad, dilation):
@@ -106,57 +107,66 @@ class ColumnMaker:
             self._col = xp.empty(size, dtype=dtype)
         return self._col[:size].reshape(shape)
 
-    def _batch_last(self, a):
-        """(n, C, *sp) -> (C, *sp, n) view."""
-        return a.transpose(tuple(range(1, a.ndim)) + (0,))
+    def _images_second(self, a):
+        """(n, C, *img) viewed as (C, n, *img)."""
+        return a.swapaxes(0, 1)
+
+    def _by_image(self, col):
+        """(C, *kernel, n, *grid) columns viewed as (C, n, *kernel, *grid), as windows are."""
+        nk = len(self.kernel)
+        return col.transpose((0, 1 + nk) + tuple(range(1, 1 + nk))
+                             + tuple(range(2 + nk, col.ndim)))
 
     def _buffer(self, pool, xp, n, dtype):
-        return pool.get(xp, self.buf_lead, self.buf_spatial + (n,), dtype)
+        return pool.get(xp, self.buf_lead + (n,), self.buf_spatial, dtype)
 
     def im2col(self, xp, x):
-        """x: (n, C, *img) -> contiguous columns (C, *kernel, *grid, n); channels split across
+        """x: (n, C, *img) -> contiguous columns (C, *kernel, n, *grid); channels split across
         threads."""
         n = x.shape[0]
         buf = self._buffer(self._pad_in, xp, n, x.dtype)
-        shape = ((self.channels,) + tuple(self.kernel) + tuple(self.grid_shape) + (n,))
+        shape = (self.channels,) + tuple(self.kernel) + (n,) + tuple(self.grid_shape)
         col = self.column_buffer(xp, shape, x.dtype)
-        xb = self._batch_last(x)
+        xc = self._images_second(x)  # (C, n, *img)
+        every = (slice(None),)
 
         def part(c0, c1):
             cs = (slice(c0, c1),)
             if self.phased:
                 for phase, grid, img in self.interior:
-                    buf[phase + cs + grid] = xb[cs + img]
+                    buf[phase + cs + every + grid] = xc[cs + every + img]
                 for k, (phase, grid) in self.offsets:
-                    col[cs + k] = buf[phase + cs + grid]
+                    col[cs + k] = buf[phase + cs + every + grid]
             else:
-                ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=1)[...] = xb[cs]
-                col[cs] = ic.windows(xp, buf[cs], self.kernel, self.stride, self.dilation,
-                                     self.grid_shape, lead_axes=1, trail_axes=1)
+                ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=2)[...] = xc[cs]
+                self._by_image(col[cs])[...] = ic.windows(
+                    xp, buf[cs], self.kernel, self.stride, self.dilation, self.grid_shape,
+                    lead_axes=2)
         for_parts(xp, part, self.channels, col.size)
         self.last_col = col
         return col
 
     def col2im(self, xp, col, out):
-        """col: (C, *kernel, *grid, n) -> out (n, C, *img) = sum of the windows (set);
-        channels split across threads."""
-        n = col.shape[-1]
+        """col: (C, *kernel, n, *grid) -> out (n, C, *img) = sum of the windows (set);
+        channels split across threads; adds in kernel-offset order, as Caffe's col2im."""
+        n = col.shape[1 + len(self.kernel)]
         buf = self._buffer(self._pad_out, xp, n, col.dtype)
-        ob = self._batch_last(out)
+        oc = self._images_second(out)  # (C, n, *img)
+        every = (slice(None),)
 
         def part(c0, c1):
             cs = (slice(c0, c1),)
-            if self.phased:  # adds in kernel-offset order, as Caffe's col2im
+            if self.phased:
                 buf[(slice(None),) * len(self.stride) + cs] = 0
                 for k, (phase, grid) in self.offsets:
-                    buf[phase + cs + grid] += col[cs + k]
+                    buf[phase + cs + every + grid] += col[cs + k]
                 for phase, grid, img in self.interior:
-                    ob[cs + img] = buf[phase + cs + grid]
+                    oc[cs + every + img] = buf[phase + cs + every + grid]
             else:
                 buf[cs] = 0
-                ic.col2im_add(buf[cs], col[cs], self.kernel, self.stride, self.dilation,
-                              self.grid_shape, lead_axes=1, trail_axes=1)
-                ob[cs] = ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=1)
+                ic.col2im_add(buf[cs], self._by_image(col[cs]), self.kernel, self.stride,
+                              self.dilation, self.grid_shape, lead_axes=2)
+                oc[cs] = ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=2)
         for_parts(xp, part, self.channels, col.size)
         return out
 
@@ -264,12 +274,12 @@ class BaseConvolutionLayer(Layer):
         for n0 in range(0, self.num, self.chunk):
             yield n0, min(self.num, n0 + self.chunk)
 
-    def _batch_innermost(self, x, n0, n1, name):
-        """Images n0..n1 of x (n, c, *spatial) as a (g, c/g, P * nb) stack with the batch
-        innermost, in the scratch buffer ``name`` (a chunk's GEMM operand)."""
+    def _channels_first(self, x, n0, n1, name):
+        """Images n0..n1 of x (n, c, *spatial) as a (g, c/g, nb * P) stack, image-major within
+        each channel, in the scratch buffer ``name`` (a chunk's GEMM operand)."""
         nb, c = n1 - n0, x.shape[1]
-        out = self.scratch(name, (self.group, c // self.group, x[0, 0].size * nb), x.dtype)
-        out.reshape(c, -1, nb)[...] = x[n0:n1].reshape(nb, c, -1).transpose(1, 2, 0)
+        out = self.scratch(name, (self.group, c // self.group, nb * x[0, 0].size), x.dtype)
+        out.reshape(c, nb, -1)[...] = x[n0:n1].reshape(nb, c, -1).transpose(1, 0, 2)
         return out
 
     def _grouped_weight(self):

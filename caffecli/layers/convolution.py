@@ -10,7 +10,7 @@ from ._base_conv import BaseConvolutionLayer, prod
 class ConvolutionLayer(BaseConvolutionLayer):
     """N-D grouped, strided, padded, dilated convolution; weights (out, in/group, *kernel).
 
-    Columns are (group, kernel_dim, P * nb) with the images of a chunk innermost; a chunk of
+    Columns are (group, kernel_dim, nb * P), the images of a chunk side by side; a chunk of
     one image is Caffe's layout, so its GEMMs read and write the blobs' own memory.
     """
 
@@ -18,13 +18,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
         return ic.conv_out_shape(in_shape, self.kernel, self.pad, self.stride, self.dilation)
 
     def _columns(self, x, n0, n1):
-        """The (g, kernel_dim, P * nb) columns of images n0..n1 (for 1x1 kernels, the input)."""
+        """The (g, kernel_dim, nb * P) columns of images n0..n1 (for 1x1 kernels, the input)."""
         shape = (self.group, self.kernel_dim, prod(self.out_shape) * (n1 - n0))
         if not self.pointwise:
             return self.cols.im2col(self.xp, x[n0:n1]).reshape(shape)
         if n1 - n0 == 1:
             return x[n0].reshape(shape)
-        self.cols.last_col = self._batch_innermost(x, n0, n1, "_in")
+        self.cols.last_col = self._channels_first(x, n0, n1, "_in")
         return self.cols.last_col
 
     def _image_shape(self):
@@ -46,7 +46,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 else:
                     out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb),
                                                              col.dtype))
-                    y[n0:n1] = out.reshape(m, P, nb).transpose(2, 0, 1)
+                    y[n0:n1] = out.reshape(m, nb, P).transpose(1, 0, 2)
             if self.bias_term:
                 y += self.weights[1].data.reshape(1, m, 1)
         # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
@@ -75,7 +75,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                     dyt = dy[n0].reshape(g, m // g, P)
                 else:
                     dyt = self.scratch("_out", (g, m // g, P * nb), dy.dtype)
-                    dyt.reshape(m, P, nb)[...] = dy[n0:n1].transpose(1, 2, 0)
+                    dyt.reshape(m, nb, P)[...] = dy[n0:n1].transpose(1, 0, 2)
                 col = None
                 if need_w:
                     col = self.cols.last_col.reshape(g, self.kernel_dim, P * nb) \
@@ -91,8 +91,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
                     xp, (g, self.kernel_dim, P * nb), dy.dtype))
                 self._cached = False
                 if self.pointwise:
-                    dx[n0:n1] = dcol.reshape(self.channels, P, nb).transpose(2, 0, 1).reshape(
+                    dx[n0:n1] = dcol.reshape(self.channels, nb, P).transpose(1, 0, 2).reshape(
                         dx[n0:n1].shape)
                     continue
-                shape = (self.channels,) + tuple(self.kernel) + tuple(self.out_shape) + (nb,)
+                shape = (self.channels,) + tuple(self.kernel) + (nb,) + tuple(self.out_shape)
                 self.cols.col2im(xp, dcol.reshape(shape), dx[n0:n1])

@@ -28,10 +28,10 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             for n0, n1 in self._chunks():
                 nb = n1 - n0
                 col = gemm_stack(xp, w.transpose(0, 2, 1),
-                                 self._batch_innermost(x, n0, n1, "_in"),
+                                 self._channels_first(x, n0, n1, "_in"),
                                  self.cols.column_buffer(xp, (self.group, self.kernel_dim,
                                                               Pin * nb), x.dtype))
-                shape = (m,) + tuple(self.kernel) + tuple(self.in_shape) + (nb,)
+                shape = (m,) + tuple(self.kernel) + (nb,) + tuple(self.in_shape)
                 self.cols.col2im(xp, col.reshape(shape), y[n0:n1])
             if self.bias_term:
                 y2 = t.data.reshape(self.num, m, -1)
@@ -56,9 +56,9 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 col = self.cols.im2col(xp, dy[n0:n1]).reshape(self.group, self.kernel_dim,
                                                               Pin * nb)
                 if need_w:
-                    gemm_stack(xp, self._batch_innermost(x, n0, n1, "_in"),
+                    gemm_stack(xp, self._channels_first(x, n0, n1, "_in"),
                                col.transpose(0, 2, 1), wdiff, accumulate=True)
                 if down:
                     out = gemm_stack(xp, w, col, self.scratch("_out", (self.group, c // self.group,
                                                                       Pin * nb), col.dtype))
-                    dx[n0:n1] = out.reshape(c, Pin, nb).transpose(2, 0, 1)
+                    dx[n0:n1] = out.reshape(c, nb, Pin).transpose(1, 0, 2)
