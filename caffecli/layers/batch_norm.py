@@ -94,7 +94,7 @@ class BatchNormLayer(NeuronLayer):
         xp = self.xp
         dy = self._view(top[0].diff, bottom)
         if self.use_global_stats:
-            self._view(bottom[0].diff, bottom)[...] = dy / self.std
+            xp.divide(dy, self.std, out=self._view(bottom[0].diff, bottom))
             return
         y = self.x_norm
         n = y.shape[0] * y.shape[2]
