@@ -28,15 +28,14 @@ import tempfile
 import time
 import tracemalloc
 
-import numpy
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared")
 sys.path.insert(0, ROOT)
-from caffecli import context  # noqa: E402
+from caffecli import context  # noqa: E402  (before numpy: its BLAS reads caffecli's settings)
 from caffecli.kernels.threads import num_threads  # noqa: E402
 from caffecli.net import Net, TRAIN  # noqa: E402
 from caffecli.proto.io import read_net_param  # noqa: E402
+import numpy  # noqa: E402
 
 NETS = {
     "lenet": os.path.join(ROOT, "models", "lenet", "lenet.prototxt"),

@@ -144,3 +144,34 @@ def test_device_gemm_goes_to_cublas_in_place_and_strided_operands_fall_back(monk
     gemm_mod.gemm(standin, strided, standin.asarray(numpy.eye(3)), fresh)
     assert calls == [1.0, 0.0]                        # matmul, the reference path
     numpy.testing.assert_allclose(standin.asnumpy(fresh), standin.asnumpy(strided))
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_gemm_accumulates_a_small_diff_over_a_long_inner_dimension(dtype, monkeypatch):
+    """A convolution's weight gradient over a batch: numpy's product plus an add, not BLAS's
+    beta = 1 (which must not be called), with the same sum."""
+    from caffecli.kernels import gemm as gemm_mod
+    monkeypatch.setattr(gemm_mod, "NUMPY_BLAS_QUIET", True)
+    monkeypatch.setattr(gemm_mod, "_GEMM", {numpy.dtype(dtype): lambda *a, **k: 1 / 0})
+    a = numpy.asarray(R.randn(5, gemm_mod.LONG_INNER), dtype)
+    b = numpy.asarray(R.randn(gemm_mod.LONG_INNER, 3), dtype).T.copy().T  # Fortran-ordered
+    out = numpy.asarray(R.randn(5, 3), dtype)
+    start = out.copy()
+    gemm(numpy, a, b, out, accumulate=True)
+    tol = 1e-4 if dtype == numpy.float32 else 1e-11
+    numpy.testing.assert_allclose(out, start + a.astype(numpy.float64) @ b, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("first,quiet", [("import caffecli", True),
+                                         ("import numpy, caffecli", False)])
+def test_numpy_blas_serves_only_when_it_loaded_after_caffecli(first, quiet):
+    """numpy's BLAS reads OPENBLAS_THREAD_TIMEOUT when it loads: loaded before caffecli set it,
+    its threads would spin, so the products stay on scipy's BLAS."""
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    out = subprocess.run([sys.executable, "-c", first + "; import caffecli.kernels.gemm as g; "
+                          "print(g.NUMPY_BLAS_QUIET, caffecli.NUMPY_BLAS_QUIET)"],
+                         env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out == [str(quiet)] * 2
