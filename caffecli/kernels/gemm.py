@@ -18,6 +18,7 @@ caffecli (``import numpy as np; import caffe``) its BLAS missed it and would spi
 product goes to scipy's (loaded here, after): ``NUMPY_BLAS_QUIET``.
 """
 import importlib
+
 import numpy
 from scipy.linalg import blas
 
