@@ -282,6 +282,12 @@ class BaseConvolutionLayer(Layer):
         out.reshape(c, nb, -1)[...] = x[n0:n1].reshape(nb, c, -1).transpose(1, 0, 2)
         return out
 
+    @staticmethod
+    def _images_first(stack, dst):
+        """dst (nb, c, *spatial) = a (.., nb * P) stack of ``_channels_first``'s layout."""
+        nb, c = dst.shape[:2]
+        dst[...] = stack.reshape(c, nb, -1).transpose(1, 0, 2).reshape(dst.shape)
+
     def _grouped_weight(self):
         g = self.group
         return self.weights[0].data.reshape(g, self.conv_out // g, self.kernel_dim)

@@ -46,7 +46,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 else:
                     out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb),
                                                              col.dtype))
-                    y[n0:n1] = out.reshape(m, nb, P).transpose(1, 0, 2)
+                    self._images_first(out, y[n0:n1])
             if self.bias_term:
                 y += self.weights[1].data.reshape(1, m, 1)
         # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
@@ -74,8 +74,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 if nb == 1:
                     dyt = dy[n0].reshape(g, m // g, P)
                 else:
-                    dyt = self.scratch("_out", (g, m // g, P * nb), dy.dtype)
-                    dyt.reshape(m, nb, P)[...] = dy[n0:n1].transpose(1, 0, 2)
+                    dyt = self._channels_first(dy, n0, n1, "_out")
                 col = None
                 if need_w:
                     col = self.cols.last_col.reshape(g, self.kernel_dim, P * nb) \
@@ -91,8 +90,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                     xp, (g, self.kernel_dim, P * nb), dy.dtype))
                 self._cached = False
                 if self.pointwise:
-                    dx[n0:n1] = dcol.reshape(self.channels, nb, P).transpose(1, 0, 2).reshape(
-                        dx[n0:n1].shape)
+                    self._images_first(dcol, dx[n0:n1])
                     continue
                 shape = (self.channels,) + tuple(self.kernel) + (nb,) + tuple(self.out_shape)
                 self.cols.col2im(xp, dcol.reshape(shape), dx[n0:n1])

@@ -61,4 +61,4 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 if down:
                     out = gemm_stack(xp, w, col, self.scratch("_out", (self.group, c // self.group,
                                                                       Pin * nb), col.dtype))
-                    dx[n0:n1] = out.reshape(c, nb, Pin).transpose(1, 0, 2)
+                    self._images_first(out, dx[n0:n1])
