@@ -127,20 +127,21 @@ def test_convolution_batch_chunks_match(monkeypatch):
 @pytest.mark.parametrize("params", ["num_output: 4 kernel_size: 3 pad: 1 group: 2",
                                     "num_output: 4 kernel_size: 1 group: 2"])
 def test_convolution_algorithms_agree_and_accumulate(monkeypatch, params):
-    """Per-image and batched GEMMs give the same top and gradients, and a second backward
-    adds its weight gradient to the first (Caffe's accumulation)."""
+    """Per-image and batched GEMMs (a column cap of one image, or none) give the same top and
+    gradients, and a second backward adds its weight gradient to the first (Caffe's
+    accumulation)."""
     text, x = conv(params), R.randn(3, 4, 6, 5)
     dy = None
     results = []
-    for per_image_from in (1, 10 ** 9):
-        monkeypatch.setattr(base_conv, "PER_IMAGE_MIN_POSITIONS", per_image_from)
+    for cap in (1, 10 ** 9):
+        monkeypatch.setattr(base_conv, "COL_CHUNK_ELEMENTS", cap)
         layer = make_layer(text)
         bottom, top = [Blob(x.shape, dtype=numpy.float64)], [Blob(dtype=numpy.float64)]
         bottom[0].data[...] = x
         if results:
             layer.blobs = results[0][0].blobs
         layer.SetUp(bottom, top)
-        assert (layer.chunk == 1) == (per_image_from == 1)
+        assert layer.chunk == (1 if cap == 1 else 3)
         layer.Forward(bottom, top)
         dy = R.randn(*top[0].shape) if dy is None else dy
         top[0].diff[...] = dy

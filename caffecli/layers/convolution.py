@@ -1,5 +1,5 @@
-"""Convolution: im2col and grouped GEMMs, per image or over a chunk of images, or a plain GEMM
-for 1x1 kernels (Caffe's conv_layer)."""
+"""Convolution: im2col and grouped GEMMs over a chunk of images, or a plain GEMM for 1x1 kernels
+(Caffe's conv_layer)."""
 from ..kernels import im2col as ic
 from ..kernels.gemm import gemm_stack
 from ..registry import register_layer
