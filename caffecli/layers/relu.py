@@ -1,8 +1,13 @@
-"""ReLU: max(x, 0) + negative_slope * min(x, 0) (Caffe's relu_layer)."""
+"""ReLU: max(x, 0) + negative_slope * min(x, 0) (Caffe's relu_layer); compiled one-pass loops
+on the host where they apply (kernels/relu_jit.py), numpy's passes otherwise: the reference."""
+from ..kernels import relu_jit
 from ..kernels.activations import step_mask
+from ..kernels.jit import usable as compiled_usable
 from ..kernels.threads import for_parts
 from ..layer import NeuronLayer
 from ..registry import register_layer
+
+COMPILED_MIN_PART = 1 << 20  # a compiled pass over fewer values is over before a thread wakes
 
 
 @register_layer("ReLU")
@@ -11,12 +16,16 @@ class ReLULayer(NeuronLayer):
 
     def forward(self, bottom, top):
         x = bottom[0].data
-        slope = self.layer_param.relu_param.negative_slope
-        if slope:
-            top[0].data[...] = (self.xp.maximum(x, 0)
-                                + x.dtype.type(slope) * self.xp.minimum(x, 0))
+        slope = x.dtype.type(self.layer_param.relu_param.negative_slope)
+        xf, yf = x.reshape(-1), top[0].data.reshape(-1)
+        if compiled_usable(x, top[0].data):
+            same = top[0] is bottom[0]
+            for_parts(self.xp, lambda a, b: relu_jit.forward(xf[a:b], slope,
+                                                             None if same else yf[a:b]),
+                      xf.size, xf.size, COMPILED_MIN_PART)
+        elif slope:
+            top[0].data[...] = self.xp.maximum(x, 0) + slope * self.xp.minimum(x, 0)
         else:
-            xf, yf = x.reshape(-1), top[0].data.reshape(-1)
             for_parts(self.xp, lambda a, b: self.xp.maximum(xf[a:b], 0, out=yf[a:b]),
                       xf.size, xf.size)
 
@@ -25,11 +34,17 @@ class ReLULayer(NeuronLayer):
             return
         x = bottom[0].data  # in place: top data equals max(x,0), same sign test
         dy = top[0].diff
-        slope = self.layer_param.relu_param.negative_slope
+        slope = x.dtype.type(self.layer_param.relu_param.negative_slope)
         xf, dyf, dxf = x.reshape(-1), dy.reshape(-1), bottom[0].diff.reshape(-1)
+        if compiled_usable(x, dy, bottom[0].diff):
+            same = top[0] is bottom[0]
+            for_parts(self.xp, lambda a, b: relu_jit.backward(xf[a:b], dyf[a:b], slope,
+                                                              None if same else dxf[a:b]),
+                      xf.size, xf.size, COMPILED_MIN_PART)
+            return
 
         def part(a, b):
             xa = xf[a:b]
-            self.xp.multiply(dyf[a:b], step_mask(xa, xa.dtype.type(slope)) if slope else xa > 0,
+            self.xp.multiply(dyf[a:b], step_mask(xa, slope) if slope else xa > 0,
                              out=dxf[a:b])
         for_parts(self.xp, part, xf.size, xf.size)
