@@ -91,7 +91,7 @@ def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
     for count, min_part in (("1", 1 << 30), ("3", 1)):
         monkeypatch.setenv("OMP_NUM_THREADS", count)
         monkeypatch.setattr(threads, "MIN_PART_ELEMENTS", min_part)
-        monkeypatch.setattr("caffecli.layers.relu.COMPILED_MIN_PART", min_part)
+        monkeypatch.setattr("caffecli.kernels.jit.PASS_MIN_PART", min_part)
         context.set_random_seed(4)
         layer = make_layer(text)
         bottom, top = [Blob(shape)], [Blob()]

@@ -46,7 +46,7 @@ def test_relu_layer_compiled_and_reference_agree(slope, jit_on, monkeypatch):
     """The same tops and diffs with the compiled kernels and with numpy (CAFFECLI_JIT=0), in
     place and not, over a size that splits across threads."""
     monkeypatch.setenv("CAFFECLI_JIT", jit_on)
-    monkeypatch.setattr("caffecli.layers.relu.COMPILED_MIN_PART", 1000)
+    monkeypatch.setattr("caffecli.kernels.jit.PASS_MIN_PART", 1000)
     calls = []
     for name in ("forward", "backward"):
         real = getattr(relu_jit, name)

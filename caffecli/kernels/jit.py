@@ -15,6 +15,8 @@ import numpy
 from ..util.lazy import LazyModule
 
 numba = LazyModule("numba")
+PASS_MIN_PART = 1 << 20  # values per thread for a compiled elementwise pass: fewer are done
+                         # before a pool thread wakes
 INSTALLED = importlib.util.find_spec("numba") is not None
 _compiled = {}
 _lock = threading.Lock()

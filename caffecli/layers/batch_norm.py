@@ -1,6 +1,9 @@
 """BatchNorm: per-channel normalization with running statistics, Caffe's arithmetic
-(batch_norm_layer)."""
+(batch_norm_layer); with global statistics one compiled pass each way on the host
+(kernels/channel_jit.py)."""
 from ..blob import Blob
+from ..kernels import channel_jit, jit
+from ..kernels.threads import for_parts
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -74,6 +77,14 @@ class BatchNormLayer(NeuronLayer):
         x_norm = self._view(top[0].data, bottom) if self.use_global_stats else \
             self.scratch("x_norm", x.shape, x.dtype)
         self.x_norm = x_norm
+        if self.use_global_stats and jit.usable(x, x_norm, mean, var):
+            std = self.xp.sqrt(var + self.eps)
+            self.std = std.reshape(1, -1, 1)
+            in_place = top[0] is bottom[0]
+            for_parts(self.xp, lambda c0, c1: channel_jit.normalize(
+                x, mean, std, c0, c1, None if in_place else x_norm), self.channels, x.size,
+                jit.PASS_MIN_PART)
+            return
         self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
         if not self.use_global_stats:
             var = self._channel_sum(x_norm, x_norm, 1.0 / n)
@@ -94,7 +105,15 @@ class BatchNormLayer(NeuronLayer):
         xp = self.xp
         dy = self._view(top[0].diff, bottom)
         if self.use_global_stats:
-            xp.divide(dy, self.std, out=self._view(bottom[0].diff, bottom))
+            dx = self._view(bottom[0].diff, bottom)
+            std = self.std.reshape(-1)
+            if jit.usable(dy, dx, std):
+                in_place = top[0] is bottom[0]
+                for_parts(xp, lambda c0, c1: channel_jit.divide(
+                    dy, std, c0, c1, None if in_place else dx), self.channels, dy.size,
+                    jit.PASS_MIN_PART)
+            else:
+                xp.divide(dy, self.std, out=dx)
             return
         y = self.x_norm
         n = y.shape[0] * y.shape[2]

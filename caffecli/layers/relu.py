@@ -2,12 +2,10 @@
 on the host where they apply (kernels/relu_jit.py), numpy's passes otherwise: the reference."""
 from ..kernels import relu_jit
 from ..kernels.activations import step_mask
-from ..kernels.jit import usable as compiled_usable
+from ..kernels import jit
 from ..kernels.threads import for_parts
 from ..layer import NeuronLayer
 from ..registry import register_layer
-
-COMPILED_MIN_PART = 1 << 20  # a compiled pass over fewer values is over before a thread wakes
 
 
 @register_layer("ReLU")
@@ -18,11 +16,11 @@ class ReLULayer(NeuronLayer):
         x = bottom[0].data
         slope = x.dtype.type(self.layer_param.relu_param.negative_slope)
         xf, yf = x.reshape(-1), top[0].data.reshape(-1)
-        if compiled_usable(x, top[0].data):
+        if jit.usable(x, top[0].data):
             same = top[0] is bottom[0]
             for_parts(self.xp, lambda a, b: relu_jit.forward(xf[a:b], slope,
                                                              None if same else yf[a:b]),
-                      xf.size, xf.size, COMPILED_MIN_PART)
+                      xf.size, xf.size, jit.PASS_MIN_PART)
         elif slope:
             top[0].data[...] = self.xp.maximum(x, 0) + slope * self.xp.minimum(x, 0)
         else:
@@ -36,11 +34,11 @@ class ReLULayer(NeuronLayer):
         dy = top[0].diff
         slope = x.dtype.type(self.layer_param.relu_param.negative_slope)
         xf, dyf, dxf = x.reshape(-1), dy.reshape(-1), bottom[0].diff.reshape(-1)
-        if compiled_usable(x, dy, bottom[0].diff):
+        if jit.usable(x, dy, bottom[0].diff):
             same = top[0] is bottom[0]
             for_parts(self.xp, lambda a, b: relu_jit.backward(xf[a:b], dyf[a:b], slope,
                                                               None if same else dxf[a:b]),
-                      xf.size, xf.size, COMPILED_MIN_PART)
+                      xf.size, xf.size, jit.PASS_MIN_PART)
             return
 
         def part(a, b):

@@ -1,9 +1,11 @@
 """Scale: bottom[0] times a blob broadcast over its axes, plus an optional bias (Caffe's
-scale_layer)."""
+scale_layer); the forward one compiled pass on the host (kernels/channel_jit.py)."""
 import copy
 
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels import channel_jit, jit
+from ..kernels.threads import for_parts
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import create_layer, register_layer
@@ -56,11 +58,20 @@ class ScaleLayer(Layer):
         scale = (bottom[1] if len(bottom) > 1 else self.weights[0]).data
         outer, dim, inner = self.dims
         x = bottom[0].data.reshape(outer, dim, inner)
-        if top[0] is bottom[0]:  # keep the input for the scale gradient
+        y = top[0].data.reshape(outer, dim, inner)
+        in_place = top[0] is bottom[0]
+        if in_place:  # keep the input for the scale gradient
             self.bottom_copy = self.scratch("bottom_copy", x.shape, x.dtype)
+        bias = None if self.bias_layer is None else self.weights[self.bias_param_id].data
+        if jit.usable(x, y, scale, *([] if bias is None else [bias])):
+            s, b = scale.reshape(-1), None if bias is None else bias.reshape(-1)
+            for_parts(self.xp, lambda c0, c1: channel_jit.scale(
+                x, s, b, c0, c1, None if in_place else y,
+                self.bottom_copy if in_place else None), dim, x.size, jit.PASS_MIN_PART)
+            return
+        if in_place:
             self.bottom_copy[...] = x
-        self.xp.multiply(x, scale.reshape(1, dim, 1),
-                         out=top[0].data.reshape(outer, dim, inner))
+        self.xp.multiply(x, scale.reshape(1, dim, 1), out=y)
         if self.bias_layer is not None:
             self.bias_layer.Forward([top[0].blob], [top[0].blob])
 

@@ -1,0 +1,82 @@
+"""The compiled host per-channel passes (kernels/channel_jit.py) against numpy's arithmetic, bit
+for bit, and the Scale and BatchNorm layers' compiled and reference paths against each other."""
+import numpy
+import pytest
+
+from caffecli.blob import Blob
+from caffecli.kernels import channel_jit, jit
+from gradcheck import make_layer
+
+pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+R = numpy.random.RandomState(5)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_channel_passes_are_numpys_bits(dtype):
+    x = R.randn(2, 5, 7).astype(dtype)
+    s, b = R.randn(5).astype(dtype), R.randn(5).astype(dtype)
+    sd = (R.rand(5) + 0.5).astype(dtype)
+    col = (1, 5, 1)
+    cases = [  # (kernel call on (x, y-or-None, keep), numpy's value)
+        (lambda x, y, k: channel_jit.scale(x, s, b, 0, 5, y, k),
+         x * s.reshape(col) + b.reshape(col)),
+        (lambda x, y, k: channel_jit.scale(x, s, None, 0, 5, y, k), x * s.reshape(col)),
+        (lambda x, y, k: channel_jit.normalize(x, b, sd, 0, 5, y),
+         (x - b.reshape(col)) / sd.reshape(col)),
+        (lambda x, y, k: channel_jit.divide(x, sd, 0, 5, y), x / sd.reshape(col)),
+    ]
+    for call, want in cases:
+        y = numpy.full_like(x, numpy.nan)
+        call(x, y, None)
+        numpy.testing.assert_array_equal(y, want)
+        same, keep = x.copy(), numpy.full_like(x, numpy.nan)   # in place
+        call(same, None, keep)
+        numpy.testing.assert_array_equal(same, want)
+    keep = numpy.zeros_like(x)
+    same = x.copy()
+    channel_jit.scale(same, s, b, 1, 3, None, keep)   # channels 1..2 only, input kept
+    numpy.testing.assert_array_equal(keep[:, 1:3], x[:, 1:3])
+    assert not keep[:, [0, 3, 4]].any()
+    numpy.testing.assert_array_equal(same[:, [0, 3, 4]], x[:, [0, 3, 4]])
+
+
+SCALE = 'type: "Scale" scale_param { bias_term: %s filler { type: "gaussian" } ' \
+        'bias_filler { type: "gaussian" } }'
+BATCH_NORM = 'type: "BatchNorm" batch_norm_param { use_global_stats: true }'
+
+
+@pytest.mark.parametrize("text", [SCALE % "true", SCALE % "false", BATCH_NORM])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_layers_compiled_and_reference_agree(text, in_place, monkeypatch):
+    """Tops, bottom diffs and parameter diffs with the compiled passes and with numpy
+    (CAFFECLI_JIT=0), split across threads or not: the same bits."""
+    shape = (3, 4, 5, 6)
+    x, dy = R.randn(*shape).astype(numpy.float32), R.randn(*shape).astype(numpy.float32)
+    results = []
+    for jit_on, min_part in (("0", 1 << 30), ("1", 1 << 30), ("1", 1)):
+        monkeypatch.setenv("CAFFECLI_JIT", jit_on)
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        monkeypatch.setattr(jit, "PASS_MIN_PART", min_part)
+        numpy.random.seed(0)
+        layer = make_layer(text)
+        bottom = Blob(shape)
+        bottom.data[...] = x
+        top = bottom if in_place else Blob()
+        layer.SetUp([bottom], [top])
+        if layer.type == "BatchNorm":
+            layer.blobs[0].data[...] = numpy.arange(4) * 0.5
+            layer.blobs[1].data[...] = numpy.arange(1, 5)
+            layer.blobs[2].data[...] = 2
+        else:
+            for blob in layer.blobs:
+                blob.data[...] = numpy.linspace(-2, 2, blob.count).reshape(blob.shape)
+        layer.Forward([bottom], [top])
+        y = top.data.copy()
+        top.diff[...] = dy
+        layer.Backward([top], [True], [bottom])
+        results.append((y, bottom.diff.copy()) + tuple(b.diff.copy() for b in layer.blobs))
+    want = results[0]
+    assert not numpy.array_equal(want[0], x)
+    for got in results[1:]:
+        for a, b in zip(got, want):
+            numpy.testing.assert_array_equal(a, b)
