@@ -327,6 +327,8 @@ def test_eltwise_values():
     numpy.testing.assert_array_equal(top[0].data, [8, -20, -36])
     _, _, top = run('type: "Eltwise"', [a, b])
     numpy.testing.assert_array_equal(top[0].data, [5, 3, -3])
+    _, _, top = run('type: "Eltwise"', [a, b, c])
+    numpy.testing.assert_array_equal(top[0].data, [7, 5, -1])
     _, _, top = run('type: "Eltwise" eltwise_param { coeff: 1 coeff: -0.5 coeff: 2 }', [a, b, c])
     numpy.testing.assert_array_equal(top[0].data, [3, -0.5, 10])
     _, _, top = run('type: "Eltwise" eltwise_param { operation: MAX }', [a, b, c])

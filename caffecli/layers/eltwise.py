@@ -43,6 +43,11 @@ class EltwiseLayer(Layer):
             xp.multiply(bottom[0].data, bottom[1].data, out=out)
             for b in bottom[2:]:
                 out *= b.data
+        elif self.op == SUM and all(c == 1.0 for c in self.coeffs):
+            # Caffe's 0 + a + b + ...: the first add writes the top (one pass, not three)
+            xp.add(bottom[0].data, bottom[1].data, out=out)
+            for b in bottom[2:]:
+                out += b.data
         elif self.op == SUM:
             dtype = out.dtype
             out[...] = 0

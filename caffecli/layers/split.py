@@ -22,6 +22,9 @@ class SplitLayer(Layer):
         if not propagate_down[0]:
             return
         d = bottom[0].diff
-        d[...] = top[0].diff
-        for t in top[1:]:
+        if len(top) == 1:
+            d[...] = top[0].diff
+            return
+        self.xp.add(top[0].diff, top[1].diff, out=d)  # Caffe's copy + axpy, in one pass
+        for t in top[2:]:
             d += t.diff
