@@ -95,3 +95,42 @@ def divide(x, std, c0, c1, y=None):
         kernel(_divide_in_place)(x, std, c0, c1)
     else:
         kernel(_divide)(x, std, c0, c1, y)
+
+
+def _scale_backward(dy, x, s, c0, c1, sums, dx):
+    for d in range(c0, c1):
+        sv = s[d]
+        total, dot = 0.0, 0.0  # float64: sums over whole channels stay accurate
+        for o in range(dy.shape[0]):
+            for i in range(dy.shape[2]):
+                g = dy[o, d, i]
+                total += g
+                dot += g * x[o, d, i]
+                dx[o, d, i] = g * sv
+        sums[0, d] = total
+        sums[1, d] = dot
+
+
+def _scale_backward_in_place(d_, x, s, c0, c1, sums):
+    for d in range(c0, c1):
+        sv = s[d]
+        total, dot = 0.0, 0.0
+        for o in range(d_.shape[0]):
+            for i in range(d_.shape[2]):
+                g = d_[o, d, i]
+                total += g
+                dot += g * x[o, d, i]
+            for i in range(d_.shape[2]):
+                d_[o, d, i] = d_[o, d, i] * sv
+        sums[0, d] = total
+        sums[1, d] = dot
+
+
+def scale_backward(dy, x, s, c0, c1, sums, dx=None):
+    """For channels c0..c1: sums[0, c] = sum of dy, sums[1, c] = sum of dy * x (the bias and
+    scale gradients; float64 ``sums``, vectorized in any order) and dx = dy * s[c], into dy
+    itself without dx."""
+    if dx is None:
+        kernel(_scale_backward_in_place, fastmath={"reassoc", "nsz"})(dy, x, s, c0, c1, sums)
+    else:
+        kernel(_scale_backward, fastmath={"reassoc", "nsz"})(dy, x, s, c0, c1, sums, dx)

@@ -30,16 +30,17 @@ def usable(*arrays):
                     and a.dtype in (numpy.float32, numpy.float64) for a in arrays))
 
 
-def kernel(fn):
-    """``fn`` compiled (once, on first use; later processes load it from numba's cache)."""
+def kernel(fn, fastmath=False):
+    """``fn`` compiled (once, on first use; later processes load it from numba's cache);
+    ``fastmath``: LLVM's flags for it (e.g. {"reassoc"}: vectorized sums)."""
     jitted = _compiled.get(fn)
     if jitted is None:
         with _lock:
             jitted = _compiled.get(fn)
             if jitted is None:
                 try:
-                    jitted = numba.njit(nogil=True, cache=True)(fn)
+                    jitted = numba.njit(nogil=True, cache=True, fastmath=fastmath)(fn)
                 except RuntimeError:    # no writable cache location: compile in memory
-                    jitted = numba.njit(nogil=True)(fn)
+                    jitted = numba.njit(nogil=True, fastmath=fastmath)(fn)
                 _compiled[fn] = jitted
     return jitted

@@ -1,6 +1,8 @@
 """Scale: bottom[0] times a blob broadcast over its axes, plus an optional bias (Caffe's
-scale_layer); the forward one compiled pass on the host (kernels/channel_jit.py)."""
+scale_layer); on the host, one compiled pass each way (kernels/channel_jit.py)."""
 import copy
+
+import numpy
 
 from ..blob import Blob
 from ..fillers import fill
@@ -75,7 +77,34 @@ class ScaleLayer(Layer):
         if self.bias_layer is not None:
             self.bias_layer.Forward([top[0].blob], [top[0].blob])
 
+    def _backward_compiled(self, top, bottom):
+        """The whole backward of a learned scale (and bias) in one compiled pass over top's
+        diff, when every gradient is wanted; False where that does not apply."""
+        if len(bottom) > 1 or not all(self.param_propagate_down):
+            return False
+        outer, dim, inner = self.dims
+        dy = top[0].diff.reshape(outer, dim, inner)
+        dx = bottom[0].diff.reshape(outer, dim, inner)
+        in_place = top[0] is bottom[0]
+        x = self.bottom_copy if in_place else bottom[0].data.reshape(outer, dim, inner)
+        scale = self.weights[0]
+        if not jit.usable(dy, dx, x, scale.data):
+            return False
+        sums = self.scratch("sums", (2, dim), numpy.float64)
+        s = scale.data.reshape(-1)
+        for_parts(self.xp, lambda c0, c1: channel_jit.scale_backward(
+            dy, x, s, c0, c1, sums, None if in_place else dx), dim, dy.size, jit.PASS_MIN_PART)
+        if self.bias_layer is not None:
+            self.weights[self.bias_param_id].diff.reshape(-1)[...] += sums[0]
+        if outer == 1 and (inner == 1 or dim > 1):  # Caffe's overwrite (see below)
+            scale.diff.reshape(-1)[...] = sums[1]
+        else:
+            scale.diff.reshape(-1)[...] += sums[1]
+        return True
+
     def backward(self, top, propagate_down, bottom):
+        if propagate_down[0] and self._backward_compiled(top, bottom):
+            return
         if self.bias_layer is not None and self.param_propagate_down[-1]:
             self.bias_layer.Backward([top[0].blob], [False], [top[0].blob])
         learned = len(bottom) == 1
