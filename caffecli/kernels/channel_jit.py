@@ -2,13 +2,16 @@
 (outer, channels, inner) arrays: Scale's x * s (+ b), BatchNorm's (x - mean) / std and its
 global-statistics gradient dy / std. One pass each where numpy takes two or three (Scale in
 place: the copy its backward needs, the product, the bias), with the same roundings in the same
-order, so the values are numpy's bit for bit. Each call covers channels c0..c1 of every outer
-item, so threads (kernels/threads.py) take disjoint channel ranges.
+order, so the values are numpy's bit for bit (except Scale's backward sums, taken in float64
+in a vectorized order). Each call covers channels c0..c1 of every outer item, so threads
+(kernels/threads.py) take disjoint channel ranges.
 
 An in-place call (top is bottom) takes a kernel over the one array: a loop reading and writing
 what it cannot prove distinct does not vectorize. layers/scale.py and layers/batch_norm.py keep
 the numpy code as the reference and for device arrays.
 """
+import numpy
+
 from .jit import kernel
 
 
@@ -54,22 +57,6 @@ def _normalize_in_place(y, mean, std, c0, c1):
                 y[o, d, i] = (y[o, d, i] - m) / sd
 
 
-def _divide(x, std, c0, c1, y):
-    for o in range(x.shape[0]):
-        for d in range(c0, c1):
-            sd = std[d]
-            for i in range(x.shape[2]):
-                y[o, d, i] = x[o, d, i] / sd
-
-
-def _divide_in_place(y, std, c0, c1):
-    for o in range(y.shape[0]):
-        for d in range(c0, c1):
-            sd = std[d]
-            for i in range(y.shape[2]):
-                y[o, d, i] = y[o, d, i] / sd
-
-
 def scale(x, s, b, c0, c1, y=None, keep=None):
     """y = x * s[c] (+ b[c] when b is not None) for channels c0..c1; without y, into x itself,
     first copying x into ``keep``. s, b: 1-D, the data's dtype."""
@@ -90,11 +77,9 @@ def normalize(x, mean, std, c0, c1, y=None):
 
 
 def divide(x, std, c0, c1, y=None):
-    """y = x / std[c] for channels c0..c1; without y, into x itself."""
-    if y is None:
-        kernel(_divide_in_place)(x, std, c0, c1)
-    else:
-        kernel(_divide)(x, std, c0, c1, y)
+    """y = x / std[c] for channels c0..c1; without y, into x itself (``normalize`` with a zero
+    mean: x - 0 is x, NaN and infinities included)."""
+    normalize(x, numpy.zeros_like(std), std, c0, c1, y)
 
 
 def _scale_backward(dy, x, s, c0, c1, sums, dx):
