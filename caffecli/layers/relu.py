@@ -1,8 +1,7 @@
 """ReLU: max(x, 0) + negative_slope * min(x, 0) (Caffe's relu_layer); compiled one-pass loops
 on the host where they apply (kernels/relu_jit.py), numpy's passes otherwise: the reference."""
-from ..kernels import relu_jit
+from ..kernels import jit, relu_jit
 from ..kernels.activations import step_mask
-from ..kernels import jit
 from ..kernels.threads import for_parts
 from ..layer import NeuronLayer
 from ..registry import register_layer
