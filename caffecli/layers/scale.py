@@ -96,11 +96,18 @@ class ScaleLayer(Layer):
             dy, x, s, c0, c1, sums, None if in_place else dx), dim, dy.size, jit.PASS_MIN_PART)
         if self.bias_layer is not None:
             self.weights[self.bias_param_id].diff.reshape(-1)[...] += sums[0]
-        if outer == 1 and (inner == 1 or dim > 1):  # Caffe's overwrite (see below)
-            scale.diff.reshape(-1)[...] = sums[1]
-        else:
-            scale.diff.reshape(-1)[...] += sums[1]
+        self._store_scale_sums(scale, sums[1], learned=True)
         return True
+
+    def _store_scale_sums(self, scale, total, learned):
+        """Put the per-channel sums of dy * x into the scale's diff as Caffe does: it
+        accumulates into a learned scale's diff except where the outer dimension is 1 and it
+        writes the sums directly (element-wise or vector scale); a bottom scale is written."""
+        outer, dim, inner = self.dims
+        if not learned or (outer == 1 and (inner == 1 or dim > 1)):
+            scale.diff.reshape(-1)[...] = total
+        else:
+            scale.diff.reshape(-1)[...] += total
 
     def backward(self, top, propagate_down, bottom):
         if propagate_down[0] and self._backward_compiled(top, bottom):
@@ -120,13 +127,7 @@ class ScaleLayer(Layer):
                 total = product.sum(axis=(0, 2))
             else:  # the same sums without the full-size product
                 total = self.xp.einsum("odi,odi->d", dy, x)
-            # Caffe accumulates into a learned scale's diff except where its outer dimension
-            # is 1 and it writes the sums directly (element-wise or vector scale).
-            overwrite = not learned or (outer == 1 and (inner == 1 or dim > 1))
-            if overwrite:
-                scale.diff.reshape(-1)[...] = total
-            else:
-                scale.diff.reshape(-1)[...] += total
+            self._store_scale_sums(scale, total, learned)
             if scratch:
                 # Caffe keeps this product in bottom[0]'s diff as scratch space.
                 bottom[0].diff.reshape(outer, dim, inner)[...] = product
