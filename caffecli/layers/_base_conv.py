@@ -6,7 +6,8 @@ import numpy
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import im2col as ic
-from ..kernels.threads import for_parts
+from ..kernels import im2col_jit, jit
+from ..kernels.threads import for_parts, num_threads
 from ..layer import Layer
 
 COL_CHUNK_ELEMENTS = 1 << 25  # cap on the column buffer (elements); larger batches go in chunks
@@ -149,6 +150,8 @@ class ColumnMaker:
         """col: (C, *kernel, n, *grid) -> out (n, C, *img) = sum of the windows (set);
         channels split across threads; adds in kernel-offset order, as Caffe's col2im."""
         n = col.shape[1 + len(self.kernel)]
+        if not self.phased and len(self.kernel) == 2 and jit.usable(col, out):
+            return self._compiled_col2im(col, out)
         buf = self._buffer(self._pad_out, xp, n, col.dtype)
         oc = self._images_second(out)  # (C, n, *img)
         every = (slice(None),)
@@ -167,6 +170,19 @@ class ColumnMaker:
                               self.dilation, self.grid_shape, lead_axes=2)
                 oc[cs] = ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=2)
         for_parts(xp, part, self.channels, col.size)
+        return out
+
+    def _compiled_col2im(self, col, out):
+        """Stride-1 2-D col2im by kernels/im2col_jit.py, split across threads by channel (by
+        image when there are fewer channels than threads: LeNet's conv1)."""
+        every = [(0, self.channels), (0, out.shape[0])]
+        axis = 0 if self.channels >= num_threads() else 1
+
+        def part(a, b):
+            ranges = list(every)
+            ranges[axis] = (a, b)
+            im2col_jit.col2im(col, self.dilation, self.pad, *ranges, out)
+        for_parts(numpy, part, every[axis][1], col.size)
         return out
 
 

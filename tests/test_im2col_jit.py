@@ -1,0 +1,74 @@
+"""The compiled stride-1 col2im (kernels/im2col_jit.py) against numpy's col2im, bit for bit, and
+the column maker's choice between them."""
+import numpy
+import pytest
+
+from caffecli.kernels import im2col as ic
+from caffecli.kernels import im2col_jit, jit
+from caffecli.kernels import threads as kernel_threads
+from caffecli.layers import _base_conv as base_conv
+
+pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+
+
+def maker(kernel, pad, dilation, channels, img):
+    out = ic.conv_out_shape(list(img), kernel, pad, [1, 1], dilation)
+    cols = base_conv.ColumnMaker(list(kernel), [1, 1], list(pad), list(dilation))
+    cols.configure(channels, list(img), out)
+    return cols, out
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("kernel,pad,dilation,img", [
+    ((5, 5), (0, 0), (1, 1), (12, 12)), ((3, 3), (1, 1), (1, 1), (7, 5)),
+    ((3, 2), (2, 1), (2, 3), (6, 9)), ((1, 4), (0, 3), (1, 1), (3, 4)),
+    ((2, 2), (1, 1), (4, 4), (3, 3))])     # some windows lie wholly in the padding
+@pytest.mark.parametrize("threads", ["1", "2", "5"])
+def test_compiled_col2im_is_numpys(monkeypatch, dtype, kernel, pad, dilation, img, threads):
+    """Same bits as numpy's col2im for any thread count, split by channel or (more threads
+    than channels) by image; the output's stale values are overwritten."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
+    parts = []
+    real = im2col_jit.col2im
+    monkeypatch.setattr(im2col_jit, "col2im", lambda *a: parts.append(a[3:5]) or real(*a))
+    n, c = 4, 3
+    cols, out = maker(kernel, pad, dilation, c, img)
+    col = numpy.random.RandomState(2).randn(c, *kernel, n, *out).astype(dtype)
+    got = cols.col2im(numpy, col, numpy.full((n, c) + img, 7, dtype))
+    split = {"1": [((0, 3), (0, 4))], "2": [((0, 1), (0, 4)), ((1, 3), (0, 4))],
+             "5": [((0, 3), (0, 1)), ((0, 3), (1, 2)), ((0, 3), (2, 3)), ((0, 3), (3, 4))]}
+    assert sorted(parts) == split[threads]
+    monkeypatch.setenv("CAFFECLI_JIT", "0")
+    want = cols.col2im(numpy, col, numpy.empty((n, c) + img, dtype))
+    numpy.testing.assert_array_equal(got, want)
+
+
+def test_col2im_kernel_writes_only_its_part():
+    """One thread's part (channel and image ranges) leaves the rest of the output alone."""
+    cols, out = maker((3, 3), (1, 1), (1, 1), 4, (5, 5))
+    col = numpy.ones((4, 3, 3, 2) + tuple(out), numpy.float32)
+    x = numpy.full((2, 4, 5, 5), -1, numpy.float32)
+    im2col_jit.col2im(col, [1, 1], [1, 1], (1, 3), (1, 2), x)
+    assert (x[1, 1:3] > 0).all()                 # a 3x3 window over ones counts its reach
+    assert x[1, 1, 2, 2] == 9 and x[1, 1, 0, 0] == 4
+    x[1, 1:3] = -1
+    assert (x == -1).all()
+
+
+def test_strided_and_3d_layers_keep_numpys_col2im(monkeypatch):
+    """Only stride-1 2-D geometry takes the compiled kernel."""
+    calls = []
+    monkeypatch.setattr(im2col_jit, "col2im", lambda *a: calls.append(a))
+    for kernel, stride, img in [((3, 3), (2, 2), (7, 7)), ((2, 2, 2), (1, 1, 1), (4, 4, 4))]:
+        out = ic.conv_out_shape(list(img), kernel, [0] * len(kernel), stride, [1] * len(kernel))
+        cols = base_conv.ColumnMaker(list(kernel), list(stride), [0] * len(kernel),
+                                     [1] * len(kernel))
+        cols.configure(2, list(img), out)
+        cols.col2im(numpy, numpy.zeros((2,) + kernel + (1,) + tuple(out), numpy.float32),
+                    numpy.empty((1, 2) + img, numpy.float32))
+    assert not calls
+    cols, out = maker((3, 3), (0, 0), (1, 1), 2, (5, 5))
+    cols.col2im(numpy, numpy.zeros((2, 3, 3, 1) + tuple(out), numpy.float32),
+                numpy.empty((1, 2, 5, 5), numpy.float32))
+    assert len(calls) == 1   # a small job runs as one part
