@@ -1,9 +1,13 @@
-"""Convolution: im2col and grouped GEMMs over a chunk of images, or a plain GEMM for 1x1 kernels
-(Caffe's conv_layer)."""
+"""Convolution: im2col and grouped GEMMs over a chunk of images, a plain GEMM for 1x1 kernels
+(Caffe's conv_layer), or Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``."""
 from ..kernels import im2col as ic
+from ..kernels import jit, winograd
 from ..kernels.gemm import gemm_stack
 from ..registry import register_layer
-from ._base_conv import BaseConvolutionLayer, prod
+from ._base_conv import COL_CHUNK_ELEMENTS, BaseConvolutionLayer, prod
+
+WINOGRAD_MIN_CHANNELS = 16  # per group, in and out: narrower GEMMs run too far below peak
+WINOGRAD_MIN_TILES = 64     # per chunk: fewer leave the filters' transform the larger cost
 
 
 @register_layer("Convolution")
@@ -16,6 +20,64 @@ class ConvolutionLayer(BaseConvolutionLayer):
 
     def compute_output_shape(self, in_shape):
         return ic.conv_out_shape(in_shape, self.kernel, self.pad, self.stride, self.dilation)
+
+    def _choose_algorithm(self):
+        """im2col's choice, or Winograd's F(2x2, 3x3) for a 3x3, stride-1, undilated layer
+        with ``engine: DEFAULT`` whose GEMMs are wide enough (kernels/winograd.py: 2.25x fewer
+        multiplies, float32 rounding instead of im2col's; ``engine: CAFFE`` keeps Caffe's
+        arithmetic). Its input gradient is the same algorithm on dy (pad 2 - pad, the filters
+        turned), its weight gradient the same tiles' sums differentiated by the filter."""
+        super()._choose_algorithm()
+        self._tiles_cached = False
+        p, g = self.layer_param.convolution_param, self.group
+        tiles = prod(winograd.tiles(self.out_shape)) if self.num_spatial == 2 else 0
+        self.winograd = (
+            jit.INSTALLED and p.engine == p.DEFAULT and self.num_spatial == 2
+            and self.kernel == [3, 3] and self.stride == [1, 1] and self.dilation == [1, 1]
+            and max(self.pad) <= 2 and min(self.channels, self.num_output) // g
+            >= WINOGRAD_MIN_CHANNELS and self.num * tiles >= WINOGRAD_MIN_TILES)
+        if self.winograd:
+            per_item = 16 * max(self.channels, self.num_output) * tiles
+            self.chunk = max(1, min(self.chunk, COL_CHUNK_ELEMENTS // per_item))
+
+    def _winograd(self, src, dst, flipped):
+        """dst = Winograd's convolution of src (the forward, or with ``flipped`` the input
+        gradient of dy) by this layer's filters, chunk by chunk; False where the arrays are not
+        host arrays the compiled transforms take (the caller runs im2col's path)."""
+        if not (self.winograd and jit.usable(src, dst)):
+            return False
+        g, k, c = self.group, self.num_output, self.channels
+        w = self.weights[0].data
+        u = winograd.filter_transform(w, self.scratch("_wino_u", (16, k, c // g), w.dtype),
+                                      flipped).reshape(16 * g, k // g, c // g)
+        pad = self.pad
+        if flipped:
+            u, pad = u.transpose(0, 2, 1), [2 - q for q in self.pad]
+        tiles = prod(winograd.tiles(dst.shape[2:]))
+        for n0, n1 in self._chunks():
+            p = (n1 - n0) * tiles
+            winograd.convolve(src[n0:n1], u, pad, g,
+                              self.scratch("_wino_v", (16, src.shape[1], p), src.dtype),
+                              self.scratch("_wino_m", (16, dst.shape[1], p), src.dtype),
+                              dst[n0:n1])
+        return True
+
+    def _winograd_weight_gradient(self, x, dy, wdiff):
+        """wdiff += Winograd's weight gradient, chunk by chunk, reusing the forward's input
+        tiles when they are still valid; False where im2col's path must run."""
+        if not (self.winograd and jit.usable(x, dy, wdiff)):
+            return False
+        g, k, c = self.group, self.num_output, self.channels
+        tile_hw = winograd.tiles(self.out_shape)
+        for n0, n1 in self._chunks():
+            p = (n1 - n0) * prod(tile_hw)
+            v = self.scratch("_wino_v", (16, c, p), x.dtype)
+            if not self._tiles_cached:
+                winograd.input_tiles(x[n0:n1], self.pad, tile_hw, v)
+            winograd.weight_gradient(v, dy[n0:n1], g, self.scratch("_wino_m", (16, k, p), x.dtype),
+                                     self.scratch("_wino_u", (16, k, c // g), x.dtype), wdiff)
+            self._tiles_cached = False
+        return True
 
     def _columns(self, x, n0, n1):
         """The (g, kernel_dim, nb * P) columns of images n0..n1 (for 1x1 kernels, the input)."""
@@ -30,29 +92,38 @@ class ConvolutionLayer(BaseConvolutionLayer):
     def _image_shape(self):
         return (self.num, self.channels) + tuple(self.in_shape)
 
+    def _im2col_forward(self, x, w, y):
+        xp, g, m = self.xp, self.group, self.num_output
+        P = y.shape[2]
+        for n0, n1 in self._chunks():
+            nb = n1 - n0
+            col = self._columns(x, n0, n1)
+            if nb == 1:
+                gemm_stack(xp, w, col, y[n0].reshape(g, m // g, P))
+            else:
+                out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb),
+                                                         col.dtype))
+                self._images_first(out, y[n0:n1])
+
     def forward(self, bottom, top):
-        xp = self.xp
-        g, m = self.group, self.num_output
+        m = self.num_output
         P = prod(self.out_shape)
         w = self._grouped_weight()
+        winograd_done = False
         for b, t in zip(bottom, top):
             x = b.data.reshape(self._image_shape())
             y = t.data.reshape(self.num, m, P)
-            for n0, n1 in self._chunks():
-                nb = n1 - n0
-                col = self._columns(x, n0, n1)
-                if nb == 1:
-                    gemm_stack(xp, w, col, y[n0].reshape(g, m // g, P))
-                else:
-                    out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb),
-                                                             col.dtype))
-                    self._images_first(out, y[n0:n1])
+            if self._winograd(x, y.reshape((self.num, m) + tuple(self.out_shape)), False):
+                winograd_done = True
+            else:
+                self._im2col_forward(x, w, y)
             if self.bias_term:
                 y += self.weights[1].data.reshape(1, m, 1)
         # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
         # single image has none: its input is its columns)
-        self._cached = (len(bottom) == 1 and self.chunk >= self.num
-                        and not (self.pointwise and self.num == 1))
+        single = len(bottom) == 1 and self.chunk >= self.num
+        self._cached = single and not winograd_done and not (self.pointwise and self.num == 1)
+        self._tiles_cached = single and winograd_done   # Winograd's input tiles, likewise
 
     def backward(self, top, propagate_down, bottom):
         xp = self.xp
@@ -69,6 +140,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
             x = b.data.reshape(self._image_shape())
             dx = b.diff.reshape(self._image_shape())
             wdiff = self.weights[0].diff.reshape(w.shape)
+            dy4 = dy.reshape((self.num, m) + tuple(self.out_shape))
+            weights_left = need_w and not self._winograd_weight_gradient(
+                x, dy4, self.weights[0].diff)
+            if down and self._winograd(dy4, dx, True):   # after: it overwrites the tiles
+                down = False
+            if not (weights_left or down):
+                continue
             for n0, n1 in self._chunks():
                 nb = n1 - n0
                 if nb == 1:
@@ -76,7 +154,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 else:
                     dyt = self._channels_first(dy, n0, n1, "_out")
                 col = None
-                if need_w:
+                if weights_left:
                     col = self.cols.last_col.reshape(g, self.kernel_dim, P * nb) \
                         if self._cached else self._columns(x, n0, n1)
                     gemm_stack(xp, dyt, col.transpose(0, 2, 1), wdiff, accumulate=True)

@@ -1,0 +1,159 @@
+"""Winograd's minimal filtering F(2x2, 3x3) for stride-1 3x3 convolutions on the host
+(Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2015).
+
+Each 2x2 block of outputs comes from a 4x4 input tile: V = B^T d B per tile, U = G g G^T per
+filter, M = U . V summed over input channels (16 GEMMs, one per tile position), Y = A^T M A.
+That is 16 multiplies per 4 outputs instead of 36, so the GEMM work falls 2.25x, for
+transforms that are additions only. The transforms are compiled loops (kernels/jit.py); the
+GEMMs are BLAS's. Results differ from im2col's by float32 rounding (about 1e-6 of the
+largest output), which is why only ``engine: DEFAULT`` layers take this path and
+``engine: CAFFE`` keeps Caffe's im2col arithmetic.
+"""
+import numpy
+
+from .jit import kernel
+from .gemm import gemm, gemm_stack
+from .threads import for_parts
+
+
+def _input_tiles(x, pad_h, pad_w, th, tw, c0, c1, v):
+    """v[:, c, (i, ty, tx)] = B^T d B of each 4x4 tile d of x (n, C, H, W) zero-padded, for
+    channels c0..c1; tile (ty, tx) starts at row 2 ty - pad_h, column 2 tx - pad_w. A tile row's
+    four input rows are first copied into a zero-bordered buffer, so the loops over tiles have
+    no bounds checks and vectorize."""
+    n, h, w = x.shape[0], x.shape[2], x.shape[3]
+    rows = numpy.zeros((4, 2 * tw + 2), x.dtype)
+    t = numpy.empty((4, 2 * tw + 2), x.dtype)
+    for c in range(c0, c1):
+        for i in range(n):
+            for ty in range(th):
+                for a in range(4):
+                    yy = 2 * ty - pad_h + a
+                    for b in range(2 * tw + 2):
+                        xx = b - pad_w
+                        rows[a, b] = x[i, c, yy, xx] if 0 <= yy < h and 0 <= xx < w else 0
+                for b in range(2 * tw + 2):        # B^T d, every column at once
+                    t[0, b] = rows[0, b] - rows[2, b]
+                    t[1, b] = rows[1, b] + rows[2, b]
+                    t[2, b] = rows[2, b] - rows[1, b]
+                    t[3, b] = rows[1, b] - rows[3, b]
+                p = (i * th + ty) * tw
+                for a in range(4):                 # (B^T d) B
+                    for tx in range(tw):
+                        b = 2 * tx
+                        v[4 * a, c, p + tx] = t[a, b] - t[a, b + 2]
+                        v[4 * a + 1, c, p + tx] = t[a, b + 1] + t[a, b + 2]
+                        v[4 * a + 2, c, p + tx] = t[a, b + 2] - t[a, b + 1]
+                        v[4 * a + 3, c, p + tx] = t[a, b + 1] - t[a, b + 3]
+
+
+def _output_tiles(m, th, tw, k0, k1, y):
+    """y[:, k] (n, K, oh, ow) = A^T M A of each tile of m (16, K, n * th * tw), for channels
+    k0..k1, cropped where the last tiles overhang."""
+    n, oh, ow = y.shape[0], y.shape[2], y.shape[3]
+    r = numpy.empty((2, 4, tw), m.dtype)
+    out = numpy.empty((2, 2 * tw), m.dtype)
+    for k in range(k0, k1):
+        for i in range(n):
+            for ty in range(th):
+                p = (i * th + ty) * tw
+                for b in range(4):                 # A^T M: two rows
+                    for tx in range(tw):
+                        r[0, b, tx] = m[b, k, p + tx] + m[4 + b, k, p + tx] \
+                            + m[8 + b, k, p + tx]
+                        r[1, b, tx] = m[4 + b, k, p + tx] - m[8 + b, k, p + tx] \
+                            - m[12 + b, k, p + tx]
+                for a in range(2):                 # (A^T M) A
+                    for tx in range(tw):
+                        out[a, 2 * tx] = r[a, 0, tx] + r[a, 1, tx] + r[a, 2, tx]
+                        out[a, 2 * tx + 1] = r[a, 1, tx] - r[a, 2, tx] - r[a, 3, tx]
+                for a in range(min(2, oh - 2 * ty)):
+                    for ox in range(ow):
+                        y[i, k, 2 * ty + a, ox] = out[a, ox]
+
+
+def _gradient_tiles(dy, th, tw, k0, k1, e):
+    """e[:, k, (i, ty, tx)] = A e A^T of each 2x2 block e of dy (n, K, oh, ow), zero past its
+    edge, for channels k0..k1: the weight gradient's transform of the output gradient."""
+    n, oh, ow = dy.shape[0], dy.shape[2], dy.shape[3]
+    rows = numpy.zeros((2, 2 * tw), dy.dtype)
+    t = numpy.empty((4, 2 * tw), dy.dtype)
+    for k in range(k0, k1):
+        for i in range(n):
+            for ty in range(th):
+                for a in range(2):
+                    yy = 2 * ty + a
+                    for b in range(2 * tw):
+                        rows[a, b] = dy[i, k, yy, b] if yy < oh and b < ow else 0
+                for b in range(2 * tw):            # A e, every column at once
+                    t[0, b] = rows[0, b]
+                    t[1, b] = rows[0, b] + rows[1, b]
+                    t[2, b] = rows[0, b] - rows[1, b]
+                    t[3, b] = -rows[1, b]
+                p = (i * th + ty) * tw
+                for a in range(4):                 # (A e) A^T
+                    for tx in range(tw):
+                        b = 2 * tx
+                        e[4 * a, k, p + tx] = t[a, b]
+                        e[4 * a + 1, k, p + tx] = t[a, b] + t[a, b + 1]
+                        e[4 * a + 2, k, p + tx] = t[a, b] - t[a, b + 1]
+                        e[4 * a + 3, k, p + tx] = -t[a, b + 1]
+
+
+def tiles(out_hw):
+    """Tile rows and columns covering an output of ``out_hw``."""
+    return -(-out_hw[0] // 2), -(-out_hw[1] // 2)
+
+
+def _filter_matrix(dtype):
+    """The (16, 9) matrix taking a 3x3 filter, flattened, to G g G^T, flattened: G (x) G."""
+    g = numpy.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype)
+    return numpy.kron(g, g)
+
+
+def filter_transform(g, u, flipped=False):
+    """u (16, K, C) = G g G^T of 3x3 filters g (K, C, 3, 3) in the tile positions' order, as
+    one GEMM; ``flipped``: of the filters turned by 180 degrees (the input gradient's)."""
+    t = _filter_matrix(g.dtype)
+    if flipped:
+        t = numpy.ascontiguousarray(t[:, ::-1])
+    gemm(numpy, t, g.reshape(-1, 9).T, u.reshape(16, -1))
+    return u
+
+
+def input_tiles(x, pad, tile_hw, v):
+    """v (16, C, n * tiles) = B^T d B of x's tiles, on every core (split by channel)."""
+    for_parts(numpy, lambda c0, c1: kernel(_input_tiles)(x, pad[0], pad[1], *tile_hw, c0, c1,
+                                                         v), x.shape[1], v.size)
+    return v
+
+
+def convolve(x, u, pad, group, v, m, y):
+    """y (n, K, oh, ow) = the 3x3 stride-1 convolution of x (n, C, H, W) padded by ``pad``,
+    whose filters' transforms are ``u`` (16 * group, K / group, C / group: a GEMM operand, any
+    order); v (16, C, P) and m (16, K, P) are work buffers, P = n * tiles. Transforms run on
+    every core, split by channel."""
+    n, c, k = x.shape[0], x.shape[1], y.shape[1]
+    tile_hw = tiles(y.shape[2:])
+    p = n * tile_hw[0] * tile_hw[1]
+    input_tiles(x, pad, tile_hw, v)
+    gemm_stack(numpy, u, v.reshape(16 * group, c // group, p), m.reshape(16 * group, k // group, p))
+    for_parts(numpy, lambda k0, k1: kernel(_output_tiles)(m, *tile_hw, k0, k1, y), k, m.size)
+    return y
+
+
+def weight_gradient(v, dy, group, e, w_hat, wdiff):
+    """wdiff (K, C / group, 3, 3) += the weight gradient of a chunk from its input's tiles
+    ``v`` (input_tiles) and its output gradient dy (n, K, oh, ow): 16 GEMMs summing
+    (A e A^T) . (B^T d B) over the tiles, then G^T (.) G once per filter (the same trilinear
+    form as the forward, differentiated by the filter). e (16, K, P) and w_hat (16, K, C / group)
+    are work buffers."""
+    k, p = dy.shape[1], v.shape[2]
+    c = v.shape[1]
+    tile_hw = tiles(dy.shape[2:])
+    for_parts(numpy, lambda k0, k1: kernel(_gradient_tiles)(dy, *tile_hw, k0, k1, e), k, e.size)
+    gemm_stack(numpy, e.reshape(16 * group, k // group, p),
+               v.reshape(16 * group, c // group, p).transpose(0, 2, 1),
+               w_hat.reshape(16 * group, k // group, c // group))
+    gemm(numpy, w_hat.reshape(16, -1).T, _filter_matrix(wdiff.dtype), wdiff.reshape(-1, 9),
+         accumulate=True)
