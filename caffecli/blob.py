@@ -265,6 +265,11 @@ class Blob:
         self._diff_mem = other._diff_mem
         self._arrays.clear()
 
+    def memories(self):
+        """The SyncedMemory of the data and of the diff (what a captured graph reads and
+        writes)."""
+        return self._data_mem, self._diff_mem
+
     def shares_data_with(self, other):
         return self._data_mem is getattr(other, "blob", other)._data_mem
 

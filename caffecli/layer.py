@@ -98,6 +98,12 @@ class Layer:
     def backward_gpu(self, top, propagate_down, bottom):
         self.backward(top, propagate_down, bottom)
 
+    def capture_feeds(self, xp):
+        """Called before a CUDA graph captures this layer: the callables that refill, before
+        each replay, the device values the layer would read from the host every pass (Dropout's
+        key). Most layers read none."""
+        return []
+
     def allow_force_backward(self, bottom_index):
         return True
 
@@ -201,6 +207,11 @@ class Layer:
 
     def Forward(self, bottom, top):  # noqa: N802
         """Reshape, compute the tops, and return the weighted loss of the loss tops."""
+        return self.checked_loss([float(v) for v in self.forward_terms(bottom, top)])
+
+    def forward_terms(self, bottom, top):
+        """Reshape and compute the tops; the weighted loss of each loss top, not yet read (a
+        device scalar on the GPU), so a captured forward leaves it on the device."""
         side = self._enter()
         b, t = self._forward_views(side, bottom, top)
         engine = self._reshape(side, b, t)
@@ -208,11 +219,18 @@ class Layer:
             engine.forward(b, t)
         else:
             self._guarded(self.forward_gpu if side == GPU else self.forward, b, t)
-        loss = 0.0
+        terms = []
         for i, blob in enumerate(top):
             if self.loss(i):
                 view = blob.at(side, False, False)
-                loss += float((view.data * view.diff).sum())
+                terms.append((view.data * view.diff).sum())
+        return terms
+
+    def checked_loss(self, terms):
+        """The sum of this layer's read loss terms, after explaining a NaN or infinity."""
+        loss = 0.0
+        for v in terms:
+            loss += v
         if not math.isfinite(loss):
             self.explain_nonfinite_loss()
         return loss

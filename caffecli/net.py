@@ -6,7 +6,7 @@ import collections
 
 import numpy
 
-from . import context, glog
+from . import context, glog, replay
 from .blob import Blob, shape_string
 from .errors import CaffeError
 
@@ -59,10 +59,9 @@ class Net:
         self.debug_info = self.param.debug_info
 
     # ---- running -------------------------------------------------------------------------
-    def forward_from_to(self, start=0, end=None):
-        """Run layers start..end inclusive; return the summed weighted loss."""
+    def forward_from_to(self, start=0, end=None, loss=0.0):
+        """Run layers start..end inclusive; return ``loss`` plus their weighted losses."""
         end = len(self.records) - 1 if end is None else end
-        loss = 0.0
         for i in range(start, end + 1):
             rec = self.records[i]
             for run in self.before_forward:
@@ -104,6 +103,15 @@ class Net:
                                                          glog.fmt(norms[3] ** 0.5)))
 
     def forward_backward(self):
+        """One forward and backward pass (the solver's); through a CUDA graph when asked for
+        (replay.py) and the net can be captured."""
+        if context.is_gpu() and replay.enabled():
+            step = self.__dict__.get("_graph_step")
+            if step is None:
+                step = self._graph_step = replay.GraphStep(self)
+            loss = step.run()
+            if loss is not None:
+                return loss
         loss = self.forward_pass()
         self.backward_pass()
         return loss

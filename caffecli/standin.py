@@ -4,13 +4,20 @@
 would use cupy, so every device path runs, and is tested, on a machine without a GPU. Like cupy,
 it refuses to mix its arrays with numpy arrays and turns no device array into a numpy one
 silently; unlike cupy, it counts every host<->device copy (``transfers``).
+
+Its streams capture CUDA graphs (standin_graph.py), and a host<->device copy on a capturing
+stream fails as CUDA fails it.
 """
+import contextlib
+import operator
 import os
 import sys
 import types
 
 import numpy
 from numpy.lib.mixins import NDArrayOperatorsMixin
+
+from . import standin_graph as graph
 
 transfers = {"h2d": 0, "d2h": 0}
 
@@ -20,6 +27,7 @@ def reset_transfers():
 
 
 def _count(direction):
+    graph.refuse("a %s copy" % direction)
     transfers[direction] += 1
 
 
@@ -49,7 +57,14 @@ def _wrap(obj):
 
 
 def _call(fn, args, kwargs):
-    return _wrap(fn(*_unwrap(args), **{k: _unwrap(v) for k, v in kwargs.items()}))
+    args, kwargs = _unwrap(args), {k: _unwrap(v) for k, v in kwargs.items()}
+    tape = graph.active()
+    if tape is None:
+        return _wrap(fn(*args, **kwargs))
+    inputs = tape.before(fn, args, kwargs)
+    result = _wrap(fn(*args, **kwargs))
+    tape.record(fn, args, kwargs, inputs, result)
+    return result
 
 
 class ndarray(NDArrayOperatorsMixin):  # noqa: N801 - cupy's name
@@ -94,17 +109,16 @@ class ndarray(NDArrayOperatorsMixin):  # noqa: N801 - cupy's name
         return _call(func, args, kwargs)
 
     def __getitem__(self, key):
-        return _wrap(self._a[_unwrap(key)])
+        return _call(operator.getitem, (self, key), {})
 
     def __setitem__(self, key, value):
-        self._a[_unwrap(key)] = _unwrap(value)
+        _call(operator.setitem, (self, key, value), {})
 
     def __len__(self):
         return len(self._a)
 
     def __iter__(self):
-        return (ndarray(row) for row in self._a) if self._a.ndim > 1 else \
-            (ndarray(numpy.asarray(v)) for v in self._a)
+        return (self[i] for i in range(len(self._a)))
 
     def _scalar(self, kind):
         _count("d2h")
@@ -157,13 +171,13 @@ def asarray(a, dtype=None, order=None):
 
 def array(a, dtype=None, copy=True, order="K"):
     if type(a) is ndarray:
-        return ndarray(numpy.array(a._a, dtype=dtype, copy=copy, order=order))
+        return _call(numpy.array, (a,), dict(dtype=dtype, copy=copy, order=order))
     return asarray(a, dtype=dtype, order=order)
 
 
 def ascontiguousarray(a, dtype=None):
     if type(a) is ndarray:
-        return ndarray(numpy.ascontiguousarray(a._a, dtype=dtype))
+        return _call(numpy.ascontiguousarray, (a,), dict(dtype=dtype))
     return asarray(a, dtype=dtype, order="C")
 
 
@@ -176,11 +190,11 @@ def asnumpy(a, stream=None, out=None):
 
 def sort(a, axis=-1, kind=None):
     """A sorted copy; stable, as cupy's sort always is."""
-    return ndarray(numpy.sort(_unwrap(a), axis=axis, kind="stable"))
+    return _call(numpy.sort, (a,), dict(axis=axis, kind="stable"))
 
 
 def argsort(a, axis=-1, kind=None):
-    return ndarray(numpy.argsort(_unwrap(a), axis=axis, kind="stable"))
+    return _call(numpy.argsort, (a,), dict(axis=axis, kind="stable"))
 
 
 def get_array_module(*arrays):
@@ -258,13 +272,6 @@ class _Device:
         return False
 
 
-class _Stream:
-    ptr = 0
-
-    def synchronize(self):
-        pass
-
-
 def _device_properties(device):
     return {"name": b"caffecli stand-in device", "major": 0, "minor": 0,
             "totalGlobalMem": 0, "sharedMemPerBlock": 0, "regsPerBlock": 0, "warpSize": 32,
@@ -275,24 +282,29 @@ def _device_properties(device):
 
 
 cuda = types.SimpleNamespace(
-    Device=_Device, Stream=_Stream, get_current_stream=lambda: _Stream(),
+    Device=_Device, Stream=graph.Stream, get_current_stream=lambda: graph.Stream(null=True),
+    Graph=graph.Graph, MemoryPool=graph.MemoryPool, using_allocator=lambda allocator=None:
+    contextlib.nullcontext(),
     runtime=types.SimpleNamespace(getDeviceCount=device_count,
                                   getDeviceProperties=_device_properties,
                                   runtimeGetVersion=lambda: 0, driverGetVersion=lambda: 0))
 
 
 
-def _cublas_gemm(transa, transb, a, b, out=None, alpha=1.0, beta=0.0):
-    """cupy.cublas.gemm: out = alpha * op(a) @ op(b) + beta * out, in place."""
+def _gemm_in_place(transa, transb, a, b, target, alpha, beta):
     def op(m, trans):
         return m.T if trans in ("T", 1) else m
-    product = alpha * (op(_unwrap(a), transa) @ op(_unwrap(b), transb))
-    target = _unwrap(out)
+    product = alpha * (op(a, transa) @ op(b, transb))
     if beta:
         target *= beta
         target += product
     else:
         target[...] = product
+
+
+def _cublas_gemm(transa, transb, a, b, out=None, alpha=1.0, beta=0.0):
+    """cupy.cublas.gemm: out = alpha * op(a) @ op(b) + beta * out, in place."""
+    _call(_gemm_in_place, (transa, transb, a, b, out, alpha, beta), {})
     return out
 
 

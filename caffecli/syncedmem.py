@@ -12,6 +12,9 @@ from . import backend
 
 UNINITIALIZED, HEAD_AT_CPU, HEAD_AT_GPU, SYNCED = "uninitialized", "at_cpu", "at_gpu", "synced"
 
+# while a CUDA graph is captured: {id: memory} read and written on the device (replay.py)
+watch = None
+
 
 class SyncedMemory:
     """``size`` values of ``dtype``; the host copy is numpy, the device copy the device module's."""
@@ -76,6 +79,8 @@ class SyncedMemory:
 
     def gpu_data(self):
         self.to_gpu()
+        if watch is not None:
+            watch.read(self)
         return self.gpu
 
     def mutable_cpu_data(self):
@@ -87,6 +92,9 @@ class SyncedMemory:
     def mutable_gpu_data(self):
         self.to_gpu()
         self.head = HEAD_AT_GPU
+        if watch is not None:   # synced first: what it holds may be read too
+            watch.read(self)
+            watch.write(self)
         return self.gpu
 
     def __repr__(self):

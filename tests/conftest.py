@@ -24,9 +24,12 @@ atexit.register(shutil.rmtree, LOG_DIR, True)
 
 
 def pytest_generate_tests(metafunc):
-    if metafunc.definition.get_closest_marker("devices") and \
-            "device_mode" in metafunc.fixturenames:
-        metafunc.parametrize("device_mode", ["cpu", "gpu"], indirect=True)
+    """``devices``-marked tests run in CPU and GPU mode; ``devices(graphs=True)`` also in GPU
+    mode with CUDA graphs on (CAFFECLI_CUDA_GRAPHS=1)."""
+    marker = metafunc.definition.get_closest_marker("devices")
+    if marker and "device_mode" in metafunc.fixturenames:
+        modes = ["cpu", "gpu"] + (["gpu-graphs"] if marker.kwargs.get("graphs") else [])
+        metafunc.parametrize("device_mode", modes, indirect=True)
 
 
 def real_gpu_reason():
@@ -64,8 +67,9 @@ def device_mode(request, monkeypatch):
     """The mode a test runs in ("cpu" unless its module is marked ``devices``)."""
     from caffecli import context
     mode = getattr(request, "param", "cpu")
-    if mode == "gpu":
+    if mode.startswith("gpu"):
         enter_gpu_mode(monkeypatch)
+        monkeypatch.setenv("CAFFECLI_CUDA_GRAPHS", "1" if mode == "gpu-graphs" else "0")
     yield mode
     context.set_mode_cpu()
 

@@ -11,7 +11,8 @@ import pytest
 from caffecli import glog, registry, solvers
 from golden import Case, assert_close, case_names, golden_dir
 
-pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
+# each test runs in CPU mode, in GPU mode, and in GPU mode with CUDA graphs
+pytestmark = pytest.mark.devices(graphs=True)
 
 CASES = case_names({"solver"})
 NEEDED = ("HDF5Data", "SoftmaxWithLoss", "EuclideanLoss")

@@ -40,6 +40,17 @@ def test_layers_compute_on_device_arrays(gpu_mode):
     assert backend.array_module(conv.gpu_data()) is backend.device_module()
 
 
+def test_a_replayed_cuda_graph_computes_the_eager_passes(monkeypatch, gpu_mode):
+    """CAFFECLI_CUDA_GRAPHS=1 on this device: captured, replayed, eager's numbers (to the bit
+    on the stand-in; cuBLAS may pick other kernels inside a capture, so to rounding on a GPU)."""
+    from test_cuda_graphs import twin_runs
+    (eager, graphed), step = twin_runs(monkeypatch, steps=8)
+    assert step.graph is not None, step.reason
+    for a, b in zip(eager, graphed):
+        numpy.testing.assert_allclose(b, a, rtol=0 if REAL_GPU else 1e-5,
+                                      atol=0 if REAL_GPU else 1e-7)
+
+
 # ---- the command line ---------------------------------------------------------------------
 def test_device_query_prints_caffes_fields(gpu_mode):
     result = CliRunner().invoke(cli, ["device_query", "-gpu", "0"])

@@ -9,13 +9,14 @@ _MIX2 = numpy.uint64(0x94D049BB133111EB)
 
 
 def random_bits(xp, shape, key):
-    """Uniform uint32 values of ``shape`` on ``xp``'s side for the 64-bit ``key``."""
+    """Uniform uint32 values of ``shape`` on ``xp``'s side for the 64-bit ``key`` (an int, or
+    a 0-d uint64 array on that side: a captured graph's)."""
     n = 1
     for d in shape:
         n *= int(d)
     z = xp.arange(1, n + 1, dtype=numpy.uint64)
     z *= _GAMMA                                  # wraps modulo 2**64, as splitmix64 does
-    z += numpy.uint64(key)
+    z += numpy.uint64(key) if isinstance(key, int) else key
     z ^= z >> numpy.uint64(30)
     z *= _MIX1
     z ^= z >> numpy.uint64(27)

@@ -2,7 +2,7 @@
 1 / (1 - ratio); in TEST pass the input through unchanged (BVLC Caffe's inverted dropout)."""
 import numpy
 
-from .. import context
+from .. import context, replay
 from ..kernels.random import draw_key, random_bits, uint_threshold
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
@@ -19,6 +19,7 @@ class DropoutLayer(NeuronLayer):
         self.scale = 1.0 / (1.0 - self.ratio)
         self.threshold = uint_threshold(self.ratio)
         self.mask = None
+        self.graph_key = None
 
     def forward(self, bottom, top):
         x = bottom[0].data
@@ -28,9 +29,18 @@ class DropoutLayer(NeuronLayer):
             return
         # Bernoulli(1 - ratio) keep mask, drawn where the data is (one key from the rank's
         # stream, so seeded runs repeat and resume exactly on either side)
-        bits = random_bits(self.xp, bottom[0].shape, draw_key(context.rng()))
+        key = self.graph_key if replay.capturing() else draw_key(context.rng())
+        bits = random_bits(self.xp, bottom[0].shape, key)
         self.mask = (bits >= self.threshold).astype(numpy.dtype(bottom[0].dtype))
         top[0].data[...] = x * self.mask * self.scale
+
+    def capture_feeds(self, xp):
+        """In a CUDA graph the key is a device scalar, drawn from the same stream before each
+        replay."""
+        if self.phase != caffe_pb2.TRAIN:
+            return []
+        self.graph_key = xp.zeros((), numpy.uint64)
+        return [lambda: self.graph_key.fill(draw_key(context.rng()))]
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
