@@ -9,9 +9,11 @@ cupy installed; neither is a dependency of caffecli's core):
 Both sides run the same layers with the same shapes (PyTorch's twin is built from caffecli's own
 layer records, as in bench_cpu.py), TRAIN phase, every gradient including the inputs', after
 warm-up passes; every timed pass ends with a device synchronize. PyTorch is timed twice: strict
-FP32 (TF32 off for cuDNN and matmul: the arithmetic caffecli does) and with its defaults. The
-demo row trains models/lenet/lenet_solver.prototxt on the LMDBs ``make demo`` writes
-(data/mnist) for ``--demo-iterations`` and projects the 10,000 iterations of the solver.
+FP32 (TF32 off for cuDNN and matmul: the arithmetic caffecli does) and with its defaults.
+caffecli is timed eagerly and, in the "graph" column, through Net.forward_backward with
+CAFFECLI_CUDA_GRAPHS=1 (the pass captured once as a CUDA graph and replayed). The demo rows
+train models/lenet/lenet_solver.prototxt (eagerly, then with graphs) on the LMDBs ``make demo``
+writes (data/mnist) for ``--demo-iterations`` and projects the 10,000 iterations of the solver.
 ``CAFFECLI_STANDIN_GPU=1 python bench/bench_gpu.py --torch-device cpu`` runs the whole script
 without a GPU (a smoke test of the script, not a measurement).
 """
@@ -41,14 +43,22 @@ def timed_ms(step, sync, warmup, reps):
     return 1000 * bench_cpu.median_time(lambda: (step(), sync()), reps)
 
 
-def caffecli_ms(name, batch, gpu, warmup, reps):
+def with_graphs(on):
+    os.environ["CAFFECLI_CUDA_GRAPHS"] = "1" if on else "0"
+
+
+def caffecli_ms(name, batch, gpu, warmup, reps, graphs=False):
+    """Eager passes, or with ``graphs`` Net.forward_backward's captured graph replayed."""
     context.set_mode_cpu()
     net = bench_cpu.caffecli_net(bench_cpu.NETS[name], batch)
     context.set_device(gpu)
     context.set_mode_gpu()
+    with_graphs(graphs)
+    step = net.forward_backward if graphs else (lambda: bench_cpu.caffecli_pass(net))
     try:
-        return timed_ms(lambda: bench_cpu.caffecli_pass(net), backend.synchronize, warmup, reps)
+        return timed_ms(step, backend.synchronize, max(warmup, 3), reps)
     finally:
+        with_graphs(False)
         context.set_mode_cpu()
 
 
@@ -65,8 +75,9 @@ def torch_ms(name, batch, device, warmup, reps, strict):
         torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
-def demo_throughput(gpu, iterations):
-    """Iterations per second of the MNIST demo's solver on the GPU, or None without its data."""
+def demo_throughput(gpu, iterations, graphs=False):
+    """Iterations per second of the MNIST demo's solver on the GPU (its forward-backward as a
+    CUDA graph with ``graphs``), or None without its data."""
     from caffecli.proto.io import read_net_param, read_solver_param
     from caffecli.solvers import get_solver
     solver_file = os.path.join(ROOT, "models", "lenet", "lenet_solver.prototxt")
@@ -88,6 +99,7 @@ def demo_throughput(gpu, iterations):
     solver = get_solver(param)
     context.set_device(gpu)
     context.set_mode_gpu()
+    with_graphs(graphs)
     try:
         solver.step(20)                                   # warm-up: allocations, first copies
         backend.synchronize()
@@ -96,6 +108,7 @@ def demo_throughput(gpu, iterations):
         backend.synchronize()
         return (iterations - 20) / (time.perf_counter() - t)
     finally:
+        with_graphs(False)
         context.set_mode_cpu()
 
 
@@ -123,23 +136,28 @@ def main(argv=None):
         ", ".join("%s %s" % kv for kv in backend.software_versions())))
     print("forward-backward, every gradient, FP32; ms per iteration, medians of %d"
           % args.rounds)
-    print("%-10s %6s %10s %12s %7s %12s %7s" % ("net", "batch", "caffecli", "torch fp32",
-                                               "ratio", "torch dflt", "ratio"))
+    print("%-10s %6s %10s %12s %7s %12s %7s %10s %7s" % (
+        "net", "batch", "caffecli", "torch fp32", "ratio", "torch dflt", "ratio", "graph",
+        "ratio"))
     for item in args.nets.split(","):
         net, batch = item.split(":")
         batch = int(batch)
         ours = caffecli_ms(net, batch, args.gpu, args.warmup, args.rounds)
+        graphed = caffecli_ms(net, batch, args.gpu, args.warmup, args.rounds, graphs=True)
         strict = torch_ms(net, batch, device, args.warmup, args.rounds, strict=True)
         default = torch_ms(net, batch, device, args.warmup, args.rounds, strict=False)
-        print("%-10s %6d %10.2f %12.2f %6.2fx %12.2f %6.2fx" % (
-            net, batch, ours, strict, ours / strict, default, ours / default))
-    rate = demo_throughput(args.gpu, args.demo_iterations)
-    if rate is None:
-        print("MNIST demo: skipped (no data/mnist LMDBs: run make demo first)")
-    else:
-        print("MNIST demo (LeNet, batch 64, SGD): %.0f iterations/s; 10,000 iterations ~ %.1f s"
-              % (rate, 10000 / rate))
-    print("ratio = caffecli / pytorch (above 1: caffecli is slower)")
+        print("%-10s %6d %10.2f %12.2f %6.2fx %12.2f %6.2fx %10.2f %6.2fx" % (
+            net, batch, ours, strict, ours / strict, default, ours / default, graphed,
+            graphed / strict))
+    for graphs in (False, True):
+        rate = demo_throughput(args.gpu, args.demo_iterations, graphs)
+        if rate is None:
+            print("MNIST demo: skipped (no data/mnist LMDBs: run make demo first)")
+            break
+        print("MNIST demo (LeNet, batch 64, SGD%s): %.0f iterations/s; 10,000 iterations ~ "
+              "%.1f s" % (", CUDA graph" if graphs else "", rate, 10000 / rate))
+    print("ratio = caffecli / pytorch (above 1: caffecli is slower); the graph's ratio is "
+          "against strict FP32")
 
 
 if __name__ == "__main__":
