@@ -192,3 +192,28 @@ def test_the_standin_refuses_what_cuda_refuses_while_capturing(standin):
     assert not s.is_capturing()
     with pytest.raises(RuntimeError, match="not capturing"):
         s.end_capture()
+
+
+def test_training_with_tests_and_snapshots_between_replays_matches_eager(
+        monkeypatch, tmp_path, standin):
+    """The test net (sharing the weights) runs eagerly between replays; a snapshot reads the
+    weights the replays trained."""
+    param = lenet_solver(tmp_path)
+    param.test_iter.append(2)
+    param.test_interval, param.max_iter, param.snapshot = 3, 9, 9
+    results = {}
+    for on in (False, True):
+        graphs(monkeypatch, on)
+        param.snapshot_prefix = str(tmp_path / ("graph" if on else "eager"))
+        context.set_mode_cpu()
+        solver = caffecli.get_solver(param)
+        context.set_mode_gpu()
+        solver.solve()
+        context.set_mode_cpu()
+        net = caffecli.Net(param.net_param, caffecli.TEST,
+                           weights=param.snapshot_prefix + "_iter_9.caffemodel", log=False)
+        results[on] = ([float(v) for v in solver.test_nets[0].blobs["accuracy"].data.flat],
+                       [p.data.copy() for p in net.engine.learnable_params])
+    assert solver.net.engine._graph_step.graph is not None
+    assert results[True][0] == results[False][0]
+    assert_same(results[False][1], results[True][1])
