@@ -19,7 +19,6 @@ import os
 from . import backend, context, glog, syncedmem
 
 WARMUP_PASSES = 1  # eager passes before the capture: kernels compiled, buffers allocated
-_capturing = False
 
 
 def enabled():
@@ -28,8 +27,8 @@ def enabled():
 
 
 def capturing():
-    """Whether a graph is being captured now (layers take host values from their feeds)."""
-    return _capturing
+    """Whether this thread is capturing a graph now (layers take host values from feeds)."""
+    return getattr(syncedmem.capture, "watch", None) is not None
 
 
 class _Watch:
@@ -47,10 +46,16 @@ class _Watch:
 
 class GraphStep:
     """Net.forward_backward through a CUDA graph; ``run`` returns the pass's loss, or None
-    before it has run anything when the net must run eagerly."""
+    before it has run anything when the net must run eagerly.
 
-    def __init__(self, net):
+    A solver captures its whole iteration with the same machinery: ``before`` and ``after``
+    run around the layers' passes, inside the graph (eagerly on eager passes), ``feeds(xp)``
+    gives more refills for before each launch, and ``blobs`` more memory the graph uses.
+    """
+
+    def __init__(self, net, before=None, after=None, feeds=None, blobs=()):
         self.net = net
+        self.before, self.after, self.more_feeds, self.more_blobs = before, after, feeds, blobs
         records = net.records
         self.first = next((i for i, r in enumerate(records) if r.bottoms), len(records))
         self.reason = self._unfit()
@@ -62,6 +67,9 @@ class GraphStep:
         records = self.net.records
         if self.first == len(records):
             return "the net has no layer with a bottom"
+        for rec in records[:self.first]:
+            if rec.need_backward and rec.layer.blobs:   # its gradient would follow the graph
+                return "data layer %s learns parameters" % rec.layer.name
         for rec in records[self.first:]:
             if not rec.layer.device_code:
                 return "layer %s (%s) runs on the host" % (rec.layer.name, rec.layer.type)
@@ -96,8 +104,12 @@ class GraphStep:
         return loss
 
     def _eager(self, loss):
+        if self.before:
+            self.before()
         loss = self.net.forward_from_to(self.first, None, loss)
         self.net.backward_from_to(None, 0)
+        if self.after:
+            self.after()
         return loss
 
     def _blobs(self):
@@ -105,6 +117,7 @@ class GraphStep:
             yield from rec.bottoms
             yield from rec.tops
             yield from rec.layer.blobs
+        yield from self.more_blobs
 
     def _signature(self):
         """What a graph depends on beyond its memory's values: every blob's shape and storage,
@@ -118,27 +131,32 @@ class GraphStep:
         state = context.rng_state()
         records = self.net.records[self.first:]
         feeds = [f for rec in records for f in rec.layer.capture_feeds(xp)]
+        if self.more_feeds:
+            feeds += self.more_feeds(xp)
         for b in self._blobs():   # what the host wrote goes to the device before the capture
             for mem in b.memories():
                 if mem.head == syncedmem.HEAD_AT_CPU:
                     mem.to_gpu()
-        global _capturing
         stream, pool, watch = xp.cuda.Stream(non_blocking=True), xp.cuda.MemoryPool(), _Watch()
         layout, terms, failure, graph = [], [], None, None
         with xp.cuda.using_allocator(pool.malloc), stream:
             stream.begin_capture()
-            _capturing, syncedmem.watch = True, watch
+            syncedmem.capture.watch = watch
             try:
+                if self.before:
+                    self.before()
                 for rec in records:
                     made = rec.layer.forward_terms(rec.bottoms, rec.tops)
                     layout.append((rec.layer, len(made)))
                     terms += made
                 self.net.backward_from_to(None, self.first)
                 loss_vec = xp.stack(terms) if terms else None
+                if self.after:
+                    self.after()
             except Exception as exc:  # a host read or copy CUDA refuses while capturing
                 failure = exc
             finally:
-                _capturing, syncedmem.watch = False, None
+                syncedmem.capture.watch = None
                 try:
                     graph = stream.end_capture()
                 except Exception as exc:  # the capture was invalidated

@@ -6,14 +6,16 @@ device, or both synced); ``cpu_data``/``gpu_data`` copy only when the other side
 what a pending initializer (a filler) writes when it is first read; ``overwrite_cpu_data`` is for
 a writer of every value (loading weights), which neither initializes nor copies first.
 """
+import threading
+
 import numpy
 
 from . import backend
 
 UNINITIALIZED, HEAD_AT_CPU, HEAD_AT_GPU, SYNCED = "uninitialized", "at_cpu", "at_gpu", "synced"
 
-# while a CUDA graph is captured: {id: memory} read and written on the device (replay.py)
-watch = None
+# .watch, while this thread captures a CUDA graph: what it reads and writes (replay.py)
+capture = threading.local()
 
 
 class SyncedMemory:
@@ -79,6 +81,7 @@ class SyncedMemory:
 
     def gpu_data(self):
         self.to_gpu()
+        watch = getattr(capture, "watch", None)
         if watch is not None:
             watch.read(self)
         return self.gpu
@@ -92,6 +95,7 @@ class SyncedMemory:
     def mutable_gpu_data(self):
         self.to_gpu()
         self.head = HEAD_AT_GPU
+        watch = getattr(capture, "watch", None)
         if watch is not None:   # synced first: what it holds may be read too
             watch.read(self)
             watch.write(self)

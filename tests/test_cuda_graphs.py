@@ -127,9 +127,16 @@ def test_a_host_side_layer_after_the_data_keeps_the_net_eager(monkeypatch, stand
     assert "layer py (Python) runs on the host" in logs.getvalue()
 
 
+@pytest.mark.parametrize("rule", ["SGD", "Adam"])
 def test_a_captured_lenet_trains_as_eager_copying_only_batch_in_and_loss_out(
-        monkeypatch, tmp_path, standin):
+        monkeypatch, tmp_path, standin, rule):
+    """The whole iteration is one graph (update too): the rate changes every iteration (inv
+    policy; multistep for Adam, whose bias correction changes too) and is fed each launch."""
     param = lenet_solver(tmp_path)
+    if rule == "Adam":
+        param.type, param.lr_policy, param.momentum2 = "Adam", "multistep", 0.999
+        param.stepvalue.extend([4, 6])
+        param.gamma = 0.5
     results = {}
     for on in (False, True):
         graphs(monkeypatch, on)
@@ -142,7 +149,7 @@ def test_a_captured_lenet_trains_as_eager_copying_only_batch_in_and_loss_out(
         results[on] = (dict(standin.transfers),
                        [p.data.copy() for p in solver.net.engine.learnable_params])
         context.set_mode_cpu()
-    assert solver.net.engine._graph_step.graph is not None
+    assert solver._engine._graph_step.graph is not None   # the whole iteration, update too
     assert results[True][0] == results[False][0] == {"h2d": 2 * 4, "d2h": 1 * 4}
     assert_same(results[False][1], results[True][1])
 
@@ -214,6 +221,6 @@ def test_training_with_tests_and_snapshots_between_replays_matches_eager(
                            weights=param.snapshot_prefix + "_iter_9.caffemodel", log=False)
         results[on] = ([float(v) for v in solver.test_nets[0].blobs["accuracy"].data.flat],
                        [p.data.copy() for p in net.engine.learnable_params])
-    assert solver.net.engine._graph_step.graph is not None
+    assert solver._engine._graph_step.graph is not None   # the whole iteration, update too
     assert results[True][0] == results[False][0]
     assert_same(results[False][1], results[True][1])

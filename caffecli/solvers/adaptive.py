@@ -86,16 +86,22 @@ class AdamSolver(SGDSolver):
 
     history_sets = 2
 
+    def iteration_scalars(self, rate):
+        """The rate and this iteration's bias correction, with t = iter + 1."""
+        beta1, beta2 = numpy.float64(f32(self.param.momentum)), \
+            numpy.float64(f32(self.param.momentum2))
+        t = self.iter + 1
+        with numpy.errstate(divide="ignore", invalid="ignore"):
+            correction = f32(numpy.sqrt(1.0 - beta2 ** t) / (1.0 - beta1 ** t))
+        return dict(super().iteration_scalars(rate), correction=correction)
+
     def compute_update_value(self, param_id, rate):
         g = self.param_at(param_id).diff
         m = self.history_at(param_id)
         v = self.history_at(len(self.net.learnable_params) + param_id)
         beta1 = f32(self.param.momentum)
         beta2 = f32(self.param.momentum2)
-        t = self.iter + 1
-        with numpy.errstate(divide="ignore", invalid="ignore"):
-            correction = f32(numpy.sqrt(1.0 - numpy.float64(beta2) ** t)
-                             / (1.0 - numpy.float64(beta1) ** t))
+        correction = self.scalars["correction"]
         m *= beta1
         m += (f32(1) - beta1) * g
         v *= beta2

@@ -16,6 +16,7 @@ from ..proto import caffe_pb2
 from ..proto.io import read_solver_param, net_to_text
 from ..proto.upgrade import upgrade_snapshot_prefix, upgrade_solver_as_needed
 from . import snapshot as snapshot_io
+from .graphed import graph_iteration
 from .nets import build_test_nets, build_train_net
 
 f32 = numpy.float32
@@ -160,7 +161,7 @@ class Solver:
         self._timer = time.perf_counter()
         warned_nonfinite = False
         while self.iter < stop_iter:
-            self.net.clear_param_diffs()
+            # (the diffs are cleared after the test nets run: they share only the weights)
             if (param.test_interval and self.iter % param.test_interval == 0
                     and (self.iter > 0 or param.test_initialization)):
                 if self.root:
@@ -172,8 +173,13 @@ class Solver:
             display = bool(param.display) and self.iter % param.display == 0
             self.net.debug_info = display and param.debug_info
             loss = f32(0)
-            for _ in range(max(param.iter_size, 1)):
-                loss += f32(float(self.net.forward_backward()))
+            graphed = graph_iteration(self)   # passes and update as one CUDA graph
+            if graphed is not None:
+                loss += f32(float(graphed))
+            else:
+                self.net.clear_param_diffs()
+                for _ in range(max(param.iter_size, 1)):
+                    loss += f32(float(self.net.forward_backward()))
             loss /= f32(max(param.iter_size, 1))
             self._update_smoothed_loss(loss, start_iter, average_loss)
             if not warned_nonfinite and not math.isfinite(float(loss)):
@@ -185,7 +191,11 @@ class Solver:
                 self._display()
             for cb in self.callbacks:
                 cb.on_gradients_ready()
-            self.apply_update()
+            if graphed is not None:          # updated in the graph: the rate's log, the count
+                self.announce_rate()
+                self.iter += 1
+            else:
+                self.apply_update()
             request = self.requested_action()
             if ((param.snapshot and self.iter % param.snapshot == 0 and self.root)
                     or request == "snapshot"):

@@ -48,17 +48,32 @@ class SGDSolver(Solver):
         return rate
 
     def apply_update(self):
+        rate = self.announce_rate()
+        self.clip_gradients()
+        self.update_params(self.iteration_scalars(rate))
+        self.iter += 1
+
+    def announce_rate(self):
+        """This iteration's rate (a step policy advances here), logged at display iterations."""
         rate = self.get_learning_rate()
         if self.param.display and self.iter % self.param.display == 0:
             self._info("sgd_solver.iteration_lr", "Iteration %d, lr = %s"
                        % (self.iter, glog.fmt(rate)))
-        self.clip_gradients()
+        return rate
+
+    def iteration_scalars(self, rate):
+        """The host values this iteration's update reads: host floats, or in a captured CUDA
+        graph device scalars refilled before each launch (solvers/graphed.py)."""
+        return {"rate": f32(rate)}
+
+    def update_params(self, scalars):
+        """Normalize, regularize and compute every parameter's update, then apply them."""
+        self.scalars = scalars
         for param_id in range(len(self.net.learnable_params)):
             self.normalize(param_id)
             self.regularize(param_id)
-            self.compute_update_value(param_id, rate)
+            self.compute_update_value(param_id, scalars["rate"])
         self.net.update()
-        self.iter += 1
 
     def clip_gradients(self):
         clip = f32(self.param.clip_gradients)
@@ -98,7 +113,8 @@ class SGDSolver(Solver):
             raise CaffeError("Unknown regularization type: " + kind)
 
     def local_rate(self, param_id, rate):
-        return f32(rate) * f32(self.net.params_lr[param_id])
+        rate = rate if backend.is_device_array(rate) else f32(rate)
+        return rate * f32(self.net.params_lr[param_id])
 
     def compute_update_value(self, param_id, rate):
         p = self.param_at(param_id)
