@@ -51,6 +51,24 @@ def test_a_replayed_cuda_graph_computes_the_eager_passes(monkeypatch, gpu_mode):
                                       atol=0 if REAL_GPU else 1e-7)
 
 
+def test_lenet_trained_through_a_cuda_graph_matches_eager_training(monkeypatch, tmp_path,
+                                                                     gpu_mode):
+    """A whole solver iteration (passes and update) as one graph on this device."""
+    import caffecli
+    from test_device_model import lenet_solver
+    param = lenet_solver(tmp_path)
+    weights = {}
+    for on in ("0", "1"):
+        monkeypatch.setenv("CAFFECLI_CUDA_GRAPHS", on)
+        solver = caffecli.get_solver(param)
+        solver.step(6)
+        weights[on] = [p.data.copy() for p in solver.net.engine.learnable_params]
+    assert solver._engine._graph_step.graph is not None, solver._engine._graph_step.reason
+    for a, b in zip(weights["0"], weights["1"]):
+        numpy.testing.assert_allclose(b, a, rtol=0 if REAL_GPU else 1e-5,
+                                      atol=0 if REAL_GPU else 1e-7)
+
+
 # ---- the command line ---------------------------------------------------------------------
 def test_device_query_prints_caffes_fields(gpu_mode):
     result = CliRunner().invoke(cli, ["device_query", "-gpu", "0"])
