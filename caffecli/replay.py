@@ -3,8 +3,10 @@
 On small nets the GPU waits on Python: each layer costs tens of microseconds of interpreter
 time for microseconds of kernels. With graphs on, Net.forward_backward runs the leading data
 layers as usual (they fill host memory), then launches one graph holding every other layer's
-forward and backward, captured on the second pass (the first one compiles the kernels and
-allocates the buffers) and replayed while the blobs keep their shapes and memory.
+forward and backward, captured once the blobs' shapes and device memory have held still for
+a pass (the third, in practice: the first passes compile kernels and allocate buffers) and
+replayed while they keep holding still. A solver captures its whole iteration the same way
+(solvers/graphed.py).
 
 What a graph cannot see is handled around the launch: memory the graph reads that the host
 wrote since (the next batch, weights set from Python) is copied to the device first; layers that
@@ -18,7 +20,7 @@ import os
 
 from . import backend, context, glog, syncedmem
 
-WARMUP_PASSES = 1  # eager passes before the capture: kernels compiled, buffers allocated
+WARMUP_PASSES = 1  # eager passes with unchanged shapes and memory before the capture
 
 
 def enabled():

@@ -292,6 +292,7 @@ cuda = types.SimpleNamespace(
 
 
 def _gemm_in_place(transa, transb, a, b, target, alpha, beta):
+    """target = alpha * op(a) @ op(b) + beta * target, on numpy arrays (one recorded step)."""
     def op(m, trans):
         return m.T if trans in ("T", 1) else m
     product = alpha * (op(a, transa) @ op(b, transb))
