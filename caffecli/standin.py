@@ -253,7 +253,7 @@ def device_count():
     return max(int(value), 1) if value.isdigit() else 1
 
 
-class _Device:
+class _Device(graph.Immediate):
     """cupy.cuda.Device: the current device of this thread."""
 
     def __init__(self, device=0):
@@ -261,15 +261,6 @@ class _Device:
 
     def use(self):
         pass
-
-    def synchronize(self):
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _device_properties(device):

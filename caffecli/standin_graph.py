@@ -113,12 +113,9 @@ class Graph:
             step.run()
 
 
-class Stream:
-    """cupy.cuda.Stream; the null stream (``ptr`` 0) cannot capture, as in CUDA."""
-
-    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
-        self.ptr = 0 if null else id(self)
-        self._tape = None
+class Immediate:
+    """What the stand-in's devices and streams share: work is done when it is issued, so
+    waiting is free, and making one current (``with``) changes nothing."""
 
     def synchronize(self):
         pass
@@ -128,6 +125,14 @@ class Stream:
 
     def __exit__(self, *exc):
         return False
+
+
+class Stream(Immediate):
+    """cupy.cuda.Stream; the null stream (``ptr`` 0) cannot capture, as in CUDA."""
+
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+        self.ptr = 0 if null else id(self)
+        self._tape = None
 
     def begin_capture(self, mode=None):
         if self.ptr == 0:
