@@ -52,13 +52,17 @@ def passes(net, steps, batches, edit=None):
     return out
 
 
-def twin_runs(monkeypatch, pool="MAX", steps=6, batches=(6,), edit=None):
+BATCH_NORM = ('layer { name: "bn" type: "BatchNorm" bottom: "conv" top: "conv"\n'
+              '        batch_norm_param { use_global_stats: true } }\nlayer { name: "pool"')
+
+
+def twin_runs(monkeypatch, pool="MAX", steps=6, batches=(6,), edit=None, text=NET):
     runs = []
     for on in (False, True):
         graphs(monkeypatch, on)
         context.set_mode_gpu()
         context.set_random_seed(11)
-        net = caffecli.Net(parse_text(NET % pool, caffe_pb2.NetParameter()), caffecli.TRAIN,
+        net = caffecli.Net(parse_text(text % pool, caffe_pb2.NetParameter()), caffecli.TRAIN,
                            log=False)
         runs.append(passes(net, steps, batches, edit))
         context.set_mode_cpu()
@@ -93,6 +97,17 @@ def test_a_new_batch_shape_runs_eagerly_then_captures_again(monkeypatch, standin
     (eager, graphed), step = twin_runs(monkeypatch, steps=10, batches=(6,) * 4 + (4,) * 6)
     assert_same(eager, graphed)
     assert step.graph is not None and step.signature[0][0] == (4, 2, 8, 8)
+
+
+def test_batch_norm_with_global_statistics_is_captured(monkeypatch, standin):
+    def edit(net, i):
+        if i in (0, 4):    # statistics set from Python, before the capture and between replays
+            mean, var, factor = net.params["bn"]
+            mean.data[...], var.data[...], factor.data[...] = 0.5 * i, 2.0 + i, 4.0 - i
+    text = NET.replace('layer { name: "pool"', BATCH_NORM, 1)
+    (eager, graphed), step = twin_runs(monkeypatch, edit=edit, text=text)
+    assert step.graph is not None, step.reason
+    assert_same(eager, graphed)
 
 
 def test_a_layer_reading_the_host_falls_back_to_eager_saying_why(monkeypatch, standin, logs):

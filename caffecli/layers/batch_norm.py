@@ -1,6 +1,8 @@
 """BatchNorm: per-channel normalization with running statistics, Caffe's arithmetic
 (batch_norm_layer); with global statistics one compiled pass each way on the host
 (kernels/channel_jit.py)."""
+import numpy
+
 from ..blob import Blob
 from ..kernels import channel_jit, jit
 from ..kernels.threads import for_parts
@@ -66,8 +68,11 @@ class BatchNormLayer(NeuronLayer):
         x = self._view(b.data, bottom)
         n = b.shape[0] * x.shape[2]  # values per channel
         if self.use_global_stats:
-            s = float(self.weights[2].data.reshape(-1)[0])
-            factor = 0.0 if s == 0 else 1.0 / s
+            # 1 / the scale factor (0 for 0), rounded from double as Caffe's host Dtype, and
+            # computed where the blob is: no host read, so a CUDA graph can hold it
+            s = self.weights[2].data.reshape(-1)[:1].astype(numpy.float64)
+            given = s != 0
+            factor = self.xp.where(given, 1.0 / self.xp.where(given, s, 1.0), 0.0).astype(x.dtype)
             mean = self.weights[0].data * factor
             var = self.weights[1].data * factor
         else:
