@@ -110,6 +110,15 @@ def test_batch_norm_with_global_statistics_is_captured(monkeypatch, standin):
     assert_same(eager, graphed)
 
 
+def test_a_loss_normalized_by_its_valid_labels_is_captured(monkeypatch, standin):
+    # VALID normalization with an ignore_label counts the labels on the device, unread
+    text = NET.replace('bottom: "label" top: "loss"',
+                       'bottom: "label" top: "loss" loss_param { ignore_label: 1 }', 1)
+    (eager, graphed), step = twin_runs(monkeypatch, text=text)
+    assert step.graph is not None, step.reason
+    assert_same(eager, graphed)
+
+
 def test_a_layer_reading_the_host_falls_back_to_eager_saying_why(monkeypatch, standin, logs):
     # STOCHASTIC pooling draws its numbers on the host and copies them in: CUDA refuses
     # that copy while capturing, so the net runs eagerly (the draw undone: same numbers)

@@ -1,6 +1,7 @@
 """What the loss layers share: Caffe's normalization rules, label checks and the loss weight."""
 import numpy
 
+from .. import backend
 from ..proto import caffe_pb2
 
 NORM = caffe_pb2.LossParameter
@@ -24,13 +25,16 @@ def get_normalizer(layer, mode, outer, inner, valid_count, dtype):
     if mode == NORM.FULL:
         n = outer * inner
     elif mode == NORM.VALID:
-        n = outer * inner if valid_count == -1 else valid_count
+        n = outer * inner if isinstance(valid_count, int) and valid_count == -1 \
+            else valid_count
     elif mode == NORM.BATCH_SIZE:
         n = outer
     elif mode == NORM.NONE:
         n = 1
     else:
         raise layer.error("Unknown normalization mode: %d" % mode)
+    if backend.is_device_array(n):   # a count left on the device: the same float, there
+        return backend.array_module(n).maximum(n.astype(dtype), dtype.type(1))
     return dtype.type(max(1.0, float(dtype.type(n))))
 
 
@@ -66,10 +70,12 @@ def poison(layer, xp, loss):
 
 
 def valid_count(layer, xp, valid, normalization, ignore_label):
-    """How many positions count, or -1 for all: read from the device only where the
-    normalization needs it (VALID with an ignore_label), as Caffe's GPU code."""
+    """How many positions count, or -1 for all, counted only where the normalization needs it
+    (VALID with an ignore_label). On the device the count stays there (Caffe's GPU code reads
+    it back), so a CUDA graph can hold the loss."""
     if normalization == NORM.VALID and ignore_label is not None:
-        return int(xp.count_nonzero(valid))
+        count = xp.count_nonzero(valid)
+        return int(count) if xp is numpy else count
     return -1
 
 
