@@ -5,10 +5,12 @@ Nothing here knows the run's mode; the array module of any computation follows f
 (``array_module``), and SyncedMemory asks ``device_module()`` where device copies live.
 """
 import os
+import threading
 
 import numpy
 
 _loaded = {}
+_uploads = threading.local()   # .streams: this thread's upload stream per device
 
 
 def _standin_wanted():
@@ -103,6 +105,41 @@ def synchronize():
     xp = _loaded.get("standin" if _standin_wanted() else "cupy")
     if xp is not None:
         xp.cuda.Device().synchronize()
+
+
+def current_device():
+    """The calling thread's current device id (cupy's current device is per thread)."""
+    return device_module().cuda.Device().id
+
+
+def upload(arrays, device):
+    """Host ``arrays`` copied to ``device`` on the calling thread's own stream, from pinned
+    memory, done when this returns: a prefetch thread's copy of the next batch, overlapping the
+    net's compute (Caffe's prefetch thread pushes its batches to the GPU the same way)."""
+    xp = device_module()
+    xp.cuda.Device(device).use()
+    mine = _uploads.__dict__
+    stream = mine.setdefault("streams", {}).get(device)
+    if stream is None:
+        stream = mine["streams"][device] = xp.cuda.Stream(non_blocking=True)
+    out = []
+    with stream:
+        for i, a in enumerate(arrays):
+            staged = _pinned(xp, mine.setdefault("pinned", {}), (device, i), a)
+            staged[...] = a
+            moved = xp.empty(a.shape, a.dtype)
+            moved.set(staged, stream=stream)
+            out.append(moved)
+    stream.synchronize()   # the pinned buffers are free again for the next batch
+    return out
+
+
+def _pinned(xp, buffers, key, like):
+    """A page-locked host array shaped as ``like``, kept per thread and grown as needed."""
+    mem = buffers.get(key)
+    if mem is None or memoryview(mem).nbytes < like.nbytes:
+        mem = buffers[key] = xp.cuda.alloc_pinned_memory(max(like.nbytes, 1))
+    return numpy.frombuffer(mem, like.dtype, like.size).reshape(like.shape)
 
 
 def is_device_array(array):

@@ -3,7 +3,8 @@
 ``CAFFECLI_STANDIN_GPU=1`` (or ``=N`` for N devices) makes caffecli use this module wherever it
 would use cupy, so every device path runs, and is tested, on a machine without a GPU. Like cupy,
 it refuses to mix its arrays with numpy arrays and turns no device array into a numpy one
-silently; unlike cupy, it counts every host<->device copy (``transfers``).
+silently; unlike cupy, it counts every host<->device copy (``transfers``; ``transfers_of`` a
+thread).
 
 Its streams capture CUDA graphs (standin_graph.py), and a host<->device copy on a capturing
 stream fails as CUDA fails it.
@@ -12,6 +13,7 @@ import contextlib
 import operator
 import os
 import sys
+import threading
 import types
 
 import numpy
@@ -20,15 +22,25 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 from . import standin_graph as graph
 
 transfers = {"h2d": 0, "d2h": 0}
+_by_thread = {}   # thread ident -> its own counts since the last reset
 
 
 def reset_transfers():
     transfers.update(h2d=0, d2h=0)
+    _by_thread.clear()
+
+
+def transfers_of(thread=None):
+    """The copies ``thread`` (default: the calling one) made since the last reset."""
+    ident = (thread or threading.current_thread()).ident
+    return dict(_by_thread.get(ident, {"h2d": 0, "d2h": 0}))
 
 
 def _count(direction):
     graph.refuse("a %s copy" % direction)
     transfers[direction] += 1
+    mine = _by_thread.setdefault(threading.get_ident(), {"h2d": 0, "d2h": 0})
+    mine[direction] += 1
 
 
 def _unwrap(obj):
@@ -275,7 +287,7 @@ def _device_properties(device):
 cuda = types.SimpleNamespace(
     Device=_Device, Stream=graph.Stream, get_current_stream=lambda: graph.Stream(null=True),
     Graph=graph.Graph, MemoryPool=graph.MemoryPool, using_allocator=lambda allocator=None:
-    contextlib.nullcontext(),
+    contextlib.nullcontext(), alloc_pinned_memory=bytearray,
     runtime=types.SimpleNamespace(getDeviceCount=device_count,
                                   getDeviceProperties=_device_properties,
                                   runtimeGetVersion=lambda: 0, driverGetVersion=lambda: 0))

@@ -5,6 +5,7 @@ GPU mode runs on the stand-in device here (the real GPU is exercised by test_gpu
 arrays refuse silent mixing with numpy's and count every host<->device copy.
 """
 import os
+import time
 
 import numpy
 import pytest
@@ -104,9 +105,15 @@ def test_a_training_iteration_copies_only_the_batch_in_and_the_loss_out(tmp_path
     solver.step(2)          # the first steps move the fillers' weights to the device once
     standin.reset_transfers()
     solver.step(5)
-    # per iteration: data and label in (the Data layer fills host memory, as Caffe's
-    # prefetch does), the scalar loss out; everything else stays on the device
-    assert standin.transfers == {"h2d": 2 * 5, "d2h": 1 * 5}
+    # per iteration the scalar loss comes out; the batch (data and label) goes in from the
+    # prefetch thread, as Caffe's prefetch pushes it, so the training thread copies nothing in
+    assert standin.transfers_of() == {"h2d": 0, "d2h": 1 * 5}
+    # the loader refills the 5 slots the iterations freed: data and label of each batch in
+    loader = solver.net.engine.layer_by_name("mnist").prefetcher._thread
+    deadline = time.monotonic() + 10
+    while standin.transfers_of(loader)["h2d"] < 2 * 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert standin.transfers_of(loader) == {"h2d": 2 * 5, "d2h": 0}
     assert all(b.data_head in ("at_gpu", "synced")
                for b in solver.net.engine.learnable_params)
 
@@ -212,3 +219,17 @@ def test_dropout_draws_its_mask_on_the_device_with_the_hosts_numbers(standin):
     numpy.testing.assert_array_equal(outs[0], outs[1])
     kept = outs[0] != 0
     assert 0.65 < kept.mean() < 0.75
+
+
+def test_a_prefetch_threads_upload_goes_through_its_own_pinned_buffers(standin):
+    from caffecli import backend
+    data = numpy.arange(12, dtype=numpy.float32).reshape(3, 4)
+    labels = numpy.array([1.0, 2.0, 3.0], numpy.float32)
+    first = backend.upload([data, labels], 0)
+    assert [a.get().tolist() for a in first] == [data.tolist(), labels.tolist()]
+    buffers = dict(backend._uploads.pinned)
+    second = backend.upload([data + 1, labels], 0)     # same sizes: the same buffers
+    assert all(backend._uploads.pinned[k] is v for k, v in buffers.items())
+    assert second[0].get()[0, 0] == 1
+    assert first[0].get()[0, 0] == 0                    # each batch its own device array
+    assert standin.transfers_of()["h2d"] == 4

@@ -8,7 +8,7 @@ import weakref
 
 import numpy
 
-from .. import glog
+from .. import backend, context, glog
 from ..data.prefetch import Prefetcher
 from ..data.transformer import DataTransformer
 from ..errors import CaffeError
@@ -20,9 +20,26 @@ def _shutdown(prefetcher, source):
     source.close()
 
 
+class _Stager:
+    """What the prefetch thread runs: the next batch from the source, moved to ``device`` (the
+    one the net last ran its forward on in GPU mode; None: left on the host). Holds no reference
+    to the layer, so the layer can be collected."""
+
+    def __init__(self, produce):
+        self.produce, self.device = produce, None
+
+    def __call__(self):
+        tops, state = self.produce()
+        device = self.device
+        if device is not None:
+            tops = backend.upload(tops, device)
+        return tops, state, device
+
+
 class PrefetchingDataLayer(Layer):
     """Base: subclasses build ``self.source`` in ``make_source(top)``. Batches are made on the
-    host; the next layer takes them to the device, as Caffe's Forward_gpu copies them."""
+    host; in GPU mode the prefetch thread also copies them to the device, on its own stream,
+    and Forward copies one into the tops' device memory, as Caffe's Forward_gpu does."""
 
     device_code = False
     exact_num_bottom_blobs = 0
@@ -46,7 +63,8 @@ class PrefetchingDataLayer(Layer):
         glog.info(self.log_where, "output data size: %s" % ",".join(
             str(d) for d in (list(shape) + [1] * 4)[:4]))
         self._state = self.source.get_state()
-        self.prefetcher = Prefetcher(self.source.next_batch,
+        self.stager = _Stager(self.source.next_batch)
+        self.prefetcher = Prefetcher(self.stager,
                                      capacity=self.layer_param.data_param.prefetch,
                                      name="%s prefetch" % self.name)
         self._finalizer = weakref.finalize(self, _shutdown, self.prefetcher, self.source)
@@ -60,14 +78,20 @@ class PrefetchingDataLayer(Layer):
         pass
 
     def forward(self, bottom, top):
+        # batches made from now on go to the device the net runs on, in the prefetch thread;
+        # one made on the other side (before a mode switch) is copied here
+        self.stager.device = backend.current_device() if context.is_gpu() else None
         try:
-            tops, self._state = self.prefetcher.get()
+            tops, self._state, device = self.prefetcher.get()
         except CaffeError as e:
             raise self.error(str(e)) from None
         for blob, arr in zip(top, tops):
             if blob.shape != arr.shape:
                 blob.reshape(arr.shape)
-            blob.data[...] = arr
+            if device is None:
+                blob.data[...] = arr
+            else:   # a device-to-device copy into the top's own memory (Caffe's Forward_gpu)
+                blob.blob.at(context.GPU, True, False).data[...] = arr
 
     def get_data_state(self):
         """Where the next forward pass starts reading (JSON-friendly)."""
