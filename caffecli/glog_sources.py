@@ -144,6 +144,7 @@ SOURCES = {
     "sgd_solver.snapshot_state_hdf5": "sgd_solver.cpp:296",
     "sgd_solver.restoring_history": "sgd_solver.cpp:336",
     # snapshot.py
+    "replay.captured": "replay.py",
     "replay.eager": "replay.py",
     "snapshot.sidecar_ignored": "snapshot.py",
     "snapshot.sidecar_restored": "snapshot.py",

@@ -172,6 +172,9 @@ class GraphStep:
         self.graph, self.pool, self.stream, self.feeds = graph, pool, stream, feeds
         self.layout, self.loss_vec, self.watch = layout, loss_vec, watch
         self.signature = self._signature()
+        glog.info("replay.captured", "Captured a CUDA graph of %s: %d layers forward and "
+                  "backward%s, replayed while the blobs keep their shapes"
+                  % (self.net.name, len(records), ", and the update" if self.after else ""))
         return True
 
     def _launch(self):

@@ -75,9 +75,11 @@ def assert_same(a, b):
         assert numpy.array_equal(x, y)
 
 
-def test_replayed_passes_equal_eager_ones_bit_for_bit(monkeypatch, standin):
+def test_replayed_passes_equal_eager_ones_bit_for_bit(monkeypatch, standin, logs):
     (eager, graphed), step = twin_runs(monkeypatch)
     assert step is not None and step.graph is not None      # captured, then replayed
+    said = [line for line in logs.getvalue().splitlines() if "Captured a CUDA graph" in line]
+    assert len(said) == 1 and "5 layers forward and backward, replayed" in said[0]
     assert_same(eager, graphed)
     # Dropout draws a fresh mask on every replay (its key is fed before each launch)
     masks = graphed[1::8]                                  # "pool", after the dropout
