@@ -1,4 +1,5 @@
-"""SGD with momentum and Nesterov's accelerated gradient (Caffe's sgd_solver.cpp, nesterov_solver.cpp).
+"""SGD with momentum and Nesterov's accelerated gradient (Caffe's sgd_solver.cpp and
+nesterov_solver.cpp).
 
 SGDSolver also holds what every Caffe solver shares: the history blobs, gradient clipping,
 iter_size normalization, L1/L2 regularization and the order of ApplyUpdate.
