@@ -69,7 +69,8 @@ def device_mode(request, monkeypatch):
     mode = getattr(request, "param", "cpu")
     if mode.startswith("gpu"):
         enter_gpu_mode(monkeypatch)
-        monkeypatch.setenv("CAFFECLI_CUDA_GRAPHS", "1" if mode == "gpu-graphs" else "0")
+    if mode == "gpu-graphs":
+        monkeypatch.setenv("CAFFECLI_CUDA_GRAPHS", "1")
     yield mode
     context.set_mode_cpu()
 
