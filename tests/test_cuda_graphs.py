@@ -86,6 +86,13 @@ def test_replayed_passes_equal_eager_ones_bit_for_bit(monkeypatch, standin, logs
     assert not numpy.array_equal(masks[-1] != 0, masks[-2] != 0)
 
 
+def test_average_pooling_keeps_its_divisors_on_the_device_and_is_captured(monkeypatch,
+                                                                           standin):
+    (eager, graphed), step = twin_runs(monkeypatch, pool="AVE")
+    assert step.graph is not None, step.reason
+    assert_same(eager, graphed)
+
+
 def test_host_writes_between_replays_reach_the_graph(monkeypatch, standin):
     def edit(net, i):
         if i == 4:

@@ -2,6 +2,7 @@
 window, rounding and padding rules: every pooled map loops over the kernel offsets, each step
 reading one strided view.
 """
+import collections
 import math
 
 import numpy
@@ -40,6 +41,16 @@ class PoolGeometry:
         self.padded = [max(i + p, (o - 1) * s + k if o > 0 else 0)
                        for i, o, s, k, p in zip(self.in_hw, out, self.stride, self.kernel,
                                                 self.pad)]
+        self._constants = {}
+
+    def constant(self, xp, key, make):
+        """The host array ``make()`` as ``xp``'s array, made once per geometry and device: on
+        the device, one copy at the first pass, none after (a CUDA graph may not copy)."""
+        cuda = getattr(xp, "cuda", None)
+        key = (xp.__name__, cuda.Device().id if cuda is not None else None, key)
+        if key not in self._constants:
+            self._constants[key] = xp.asarray(make())
+        return self._constants[key]
 
     def offsets(self):
         """(index, slices) of each kernel offset, in Caffe's scan order (rows, then columns)."""
@@ -68,28 +79,46 @@ class PoolGeometry:
 
     def ave_divisor(self, xp, dtype):
         """Caffe's AVE pool size per output: window clipped to H + pad, padding counted."""
-        sizes = []
-        for a in range(2):
-            start = self.starts(a)
-            end = numpy.minimum(start + self.kernel[a], self.in_hw[a] + self.pad[a])
-            sizes.append(end - start)
-        return xp.asarray(numpy.outer(sizes[0], sizes[1]).astype(dtype))
+        def sizes():
+            ends = [numpy.minimum(self.starts(a) + self.kernel[a], self.in_hw[a] + self.pad[a])
+                    - self.starts(a) for a in range(2)]
+            return numpy.outer(ends[0], ends[1]).astype(dtype)
+        return self.constant(xp, ("divisor", numpy.dtype(dtype).str), sizes)
 
     def valid(self, xp, index):
-        """Which windows' offset ``index`` lies inside the image (host bool, (OH, OW))."""
-        i, j = divmod(index, self.kernel[1])
-        h = self.starts(0) + i
-        w = self.starts(1) + j
-        ok = ((h >= 0) & (h < self.in_hw[0]))[:, None] & ((w >= 0) & (w < self.in_hw[1]))[None]
-        return xp.asarray(ok)
+        """Which windows' offset ``index`` lies inside the image (bool, (OH, OW))."""
+        def inside():
+            i, j = divmod(index, self.kernel[1])
+            h = self.starts(0) + i
+            w = self.starts(1) + j
+            return ((h >= 0) & (h < self.in_hw[0]))[:, None] \
+                & ((w >= 0) & (w < self.in_hw[1]))[None]
+        return self.constant(xp, ("valid", index), inside)
 
     def caffe_index(self, xp, offset_index):
         """Map winning kernel offsets to Caffe's h * W + w mask values (-1 where none)."""
         kw, W = self.kernel[1], self.in_hw[1]
         i, j = offset_index // kw, offset_index % kw
-        h = xp.asarray(self.starts(0)).reshape(-1, 1) + i
-        w = xp.asarray(self.starts(1)).reshape(1, -1) + j
+        h = self.constant(xp, "rows", lambda: self.starts(0).reshape(-1, 1)) + i
+        w = self.constant(xp, "columns", lambda: self.starts(1).reshape(1, -1)) + j
         return xp.where(offset_index >= 0, h * W + w, -1)
+
+
+_GEOMETRIES = collections.OrderedDict()   # the latest geometries, shared by the layers
+_KEEP = 64
+
+
+def geometry(kernel, stride, pad, in_hw, ceil_mode=True, owner=None):
+    """The PoolGeometry of these arguments, built once while it is among the latest used:
+    layers reshape every pass, and its device constants are made once."""
+    key = tuple(map(tuple, (kernel, stride, pad, in_hw))) + (ceil_mode,)
+    geo = _GEOMETRIES.pop(key, None)
+    if geo is None:
+        geo = PoolGeometry(kernel, stride, pad, in_hw, ceil_mode, owner)
+    _GEOMETRIES[key] = geo
+    while len(_GEOMETRIES) > _KEEP:
+        _GEOMETRIES.popitem(last=False)
+    return geo
 
 
 def _fail(owner, message):

@@ -7,7 +7,7 @@ reproduces Caffe's composition (square -> AVE pooling with its padded divisor
 """
 from ..kernels import lrn_jit
 from ..kernels.jit import usable as compiled_usable
-from ..kernels.pooling import PoolGeometry, ave_pool, ave_pool_backward
+from ..kernels.pooling import geometry, ave_pool, ave_pool_backward
 from ..kernels.threads import for_parts
 from ..layer import Layer
 from ..proto import caffe_pb2
@@ -40,8 +40,8 @@ class LRNLayer(Layer):
                              "width); got %s" % b.shape_string())
         top[0].reshape(b.shape)
         if not self.across:
-            self.geo = PoolGeometry([self.size] * 2, [1, 1], [self.pre_pad] * 2, b.shape[2:4],
-                                    owner=self)
+            self.geo = geometry([self.size] * 2, [1, 1], [self.pre_pad] * 2, b.shape[2:4],
+                                owner=self)
 
     def _channel_window_sum(self, v, out):
         """out = sum over channels c - pre_pad .. c + pre_pad of v (zero outside), one add per

@@ -2,7 +2,7 @@
 import numpy
 
 from .. import context
-from ..kernels.pooling import (PP, PoolGeometry, ave_pool, ave_pool_backward, max_pool,
+from ..kernels.pooling import (PP, geometry, ave_pool, ave_pool_backward, max_pool,
                                max_pool_backward, stochastic_pool_test, stochastic_pool_train)
 from ..kernels import pooling_jit
 from ..kernels.jit import usable as compiled_usable
@@ -81,8 +81,8 @@ class PoolingLayer(Layer):
         p = self.layer_param.pooling_param
         if p.global_pooling:
             self.kernel = list(b.shape[2:4])
-        self.geo = PoolGeometry(self.kernel, self.stride, self.pad, b.shape[2:4],
-                                ceil_mode=p.round_mode == PP.CEIL, owner=self)
+        self.geo = geometry(self.kernel, self.stride, self.pad, b.shape[2:4],
+                            ceil_mode=p.round_mode == PP.CEIL, owner=self)
         shape = b.shape[:2] + tuple(self.geo.out_hw)
         top[0].reshape(shape)
         if len(top) > 1:

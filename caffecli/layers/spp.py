@@ -3,7 +3,7 @@ spp_layer)."""
 import math
 
 from .. import context
-from ..kernels.pooling import (PP, PoolGeometry, ave_pool, ave_pool_backward, max_pool,
+from ..kernels.pooling import (PP, geometry, ave_pool, ave_pool_backward, max_pool,
                                max_pool_backward, stochastic_pool_test, stochastic_pool_train)
 from ..layer import Layer
 from ..proto import caffe_pb2
@@ -24,7 +24,7 @@ def spp_level_geometry(layer, level, hw, pool=PP.MAX):
     if any(pad) and pool == PP.STOCHASTIC:
         raise layer.error("pyramid level %d needs padding %s, and padding is implemented "
                           "only for average and max pooling" % (level, pad))
-    return PoolGeometry(kernel, kernel, pad, hw, ceil_mode=True, owner=layer)
+    return geometry(kernel, kernel, pad, hw, ceil_mode=True, owner=layer)
 
 
 @register_layer("SPP")
