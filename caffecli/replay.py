@@ -93,9 +93,10 @@ class GraphStep:
             return self._decline("debug_info or layer callbacks are set")
         loss = net.forward_from_to(0, self.first - 1)
         signature = self._signature()
-        if self.graph is None or not _same(signature, self.signature):
+        moved = not _same(signature, self.signature)
+        if self.graph is None or moved:
             self.graph = None
-            if not _same(signature, self.signature):
+            if moved:
                 self.signature, self.warm = signature, 0
             if self.warm < WARMUP_PASSES or not self._capture():
                 self.warm += 1
@@ -135,10 +136,8 @@ class GraphStep:
         feeds = [f for rec in records for f in rec.layer.capture_feeds(xp)]
         if self.more_feeds:
             feeds += self.more_feeds(xp)
-        for b in self._blobs():   # what the host wrote goes to the device before the capture
-            for mem in b.memories():
-                if mem.head == syncedmem.HEAD_AT_CPU:
-                    mem.to_gpu()
+        # what the host wrote goes to the device before the capture
+        _push(mem for b in self._blobs() for mem in b.memories())
         stream, pool, watch = xp.cuda.Stream(non_blocking=True), xp.cuda.MemoryPool(), _Watch()
         layout, terms, failure, graph = [], [], None, None
         with xp.cuda.using_allocator(pool.malloc), stream:
@@ -169,7 +168,7 @@ class GraphStep:
             self._decline(self.reason)
             return False
         # the graph, its private memory pool (its temporaries' addresses are its own) and feeds
-        self.graph, self.pool, self.stream, self.feeds = graph, pool, stream, feeds
+        self.graph, self.pool, self.feeds = graph, pool, feeds
         self.layout, self.loss_vec, self.watch = layout, loss_vec, watch
         self.signature = self._signature()
         glog.info("replay.captured", "Captured a CUDA graph of %s: %d layers forward and "
@@ -178,14 +177,11 @@ class GraphStep:
         return True
 
     def _launch(self):
-        reads, writes = self.watch.reads.values(), self.watch.writes.values()
-        for mem in reads:
-            if mem.head == syncedmem.HEAD_AT_CPU:
-                mem.to_gpu()
+        _push(self.watch.reads.values())
         for feed in self.feeds:
             feed()
         self.graph.launch()   # on the current stream, after the copies above
-        for mem in writes:
+        for mem in self.watch.writes.values():
             mem.head = syncedmem.HEAD_AT_GPU
 
     def _read_loss(self, loss):
@@ -196,6 +192,13 @@ class GraphStep:
                 loss += layer.checked_loss([float(v) for v in values[i:i + n]])
                 i += n
         return loss
+
+
+def _push(memories):
+    """Copy to the device the memories whose current values the host wrote."""
+    for mem in memories:
+        if mem.head == syncedmem.HEAD_AT_CPU:
+            mem.to_gpu()
 
 
 def _same(a, b):
