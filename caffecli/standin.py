@@ -20,6 +20,7 @@ import numpy
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from . import standin_graph as graph
+from . import standin_kernels
 
 transfers = {"h2d": 0, "d2h": 0}
 _by_thread = {}   # thread ident -> its own counts since the last reset
@@ -313,6 +314,16 @@ def _cublas_gemm(transa, transb, a, b, out=None, alpha=1.0, beta=0.0):
 
 
 cublas = types.SimpleNamespace(gemm=_cublas_gemm)
+
+
+class RawModule(standin_kernels.RawModule):
+    """cupy.RawModule: CUDA C kernels run as host C++ (standin_kernels.py), each launch one
+    device operation (recorded while a graph captures)."""
+
+    launch = staticmethod(lambda run, args: _call(run, args, {}))
+
+
+kernel_compiler = standin_kernels.compiler
 
 __version__ = "stand-in (numpy %s)" % numpy.__version__
 _this = sys.modules[__name__]

@@ -5,6 +5,7 @@ import numpy
 
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels import device
 from ..kernels import im2col as ic
 from ..kernels import im2col_jit, jit
 from ..kernels.threads import for_parts, num_threads
@@ -120,10 +121,23 @@ class ColumnMaker:
     def _buffer(self, pool, xp, n, dtype):
         return pool.get(xp, self.buf_lead + (n,), self.buf_spatial, dtype)
 
+    def _kernel_args(self, n):
+        """The geometry arguments of kernels/cuda/im2col.cu, after the data pointer."""
+        (kh, kw), (ph, pw), (sh, sw) = self.kernel, self.pad, self.stride
+        return device.ints(n, self.channels, *self.img_shape, kh, kw, ph, pw, sh, sw,
+                           *self.dilation, *self.grid_shape)
+
     def im2col(self, xp, x):
         """x: (n, C, *img) -> contiguous columns (C, *kernel, n, *grid); channels split across
-        threads."""
+        threads (one device kernel for 2-D images on the device)."""
         n = x.shape[0]
+        if len(self.kernel) == 2 and device.usable(xp, x):
+            shape = (self.channels,) + tuple(self.kernel) + (n,) + tuple(self.grid_shape)
+            col = self.column_buffer(xp, shape, x.dtype)
+            device.launch(xp, "im2col", "im2col", col.size, x.dtype,
+                          xp.ascontiguousarray(x), *self._kernel_args(n), col)
+            self.last_col = col
+            return col
         buf = self._buffer(self._pad_in, xp, n, x.dtype)
         shape = (self.channels,) + tuple(self.kernel) + (n,) + tuple(self.grid_shape)
         col = self.column_buffer(xp, shape, x.dtype)
@@ -150,6 +164,10 @@ class ColumnMaker:
         """col: (C, *kernel, n, *grid) -> out (n, C, *img) = sum of the windows (set);
         channels split across threads; adds in kernel-offset order, as Caffe's col2im."""
         n = col.shape[1 + len(self.kernel)]
+        if len(self.kernel) == 2 and device.usable(xp, col) and out.flags.c_contiguous:
+            device.launch(xp, "im2col", "col2im", out.size, col.dtype,
+                          xp.ascontiguousarray(col), *self._kernel_args(n), out)
+            return out
         if not self.phased and len(self.kernel) == 2 and jit.usable(col, out):
             return self._compiled_col2im(col, out)
         buf = self._buffer(self._pad_out, xp, n, col.dtype)

@@ -3,6 +3,7 @@
 import numpy
 
 from .. import context, replay
+from ..kernels import device
 from ..kernels.random import draw_key, random_bits, uint_threshold
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
@@ -19,7 +20,7 @@ class DropoutLayer(NeuronLayer):
         self.scale = 1.0 / (1.0 - self.ratio)
         self.threshold = uint_threshold(self.ratio)
         self.mask = None
-        self.graph_key = None
+        self.device_key = None
 
     def forward(self, bottom, top):
         x = bottom[0].data
@@ -29,18 +30,33 @@ class DropoutLayer(NeuronLayer):
             return
         # Bernoulli(1 - ratio) keep mask, drawn where the data is (one key from the rank's
         # stream, so seeded runs repeat and resume exactly on either side)
-        key = self.graph_key if replay.capturing() else draw_key(context.rng())
+        key = self.device_key if replay.capturing() else draw_key(context.rng())
         bits = random_bits(self.xp, bottom[0].shape, key)
         self.mask = (bits >= self.threshold).astype(numpy.dtype(bottom[0].dtype))
         top[0].data[...] = x * self.mask * self.scale
+
+    def forward_gpu(self, bottom, top):
+        """TRAIN: the mask drawn and applied in one device kernel, its key a device scalar
+        (filled by a kernel, no copy; a captured graph's is refilled before each replay)."""
+        x = bottom[0].data
+        if self.phase != caffe_pb2.TRAIN or not device.usable(self.xp, x):
+            return self.forward(bottom, top)
+        if not replay.capturing():
+            if self.device_key is None or not isinstance(self.device_key, self.xp.ndarray):
+                self.device_key = self.xp.zeros((), numpy.uint64)
+            self.device_key.fill(draw_key(context.rng()))
+        self.mask = self.scratch("mask", x.shape, x.dtype)
+        device.launch(self.xp, "dropout", "dropout_forward", x.size, x.dtype, x,
+                      self.device_key, self.threshold, x.dtype.type(self.scale), self.mask,
+                      top[0].data)
 
     def capture_feeds(self, xp):
         """In a CUDA graph the key is a device scalar, drawn from the same stream before each
         replay."""
         if self.phase != caffe_pb2.TRAIN:
             return []
-        self.graph_key = xp.zeros((), numpy.uint64)
-        return [lambda: self.graph_key.fill(draw_key(context.rng()))]
+        self.device_key = xp.zeros((), numpy.uint64)
+        return [lambda: self.device_key.fill(draw_key(context.rng()))]
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:

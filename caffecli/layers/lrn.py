@@ -5,7 +5,7 @@ channel sums); the numpy code here is the reference and the device path. WITHIN_
 reproduces Caffe's composition (square -> AVE pooling with its padded divisor
 -> power (1 + alpha * s)^-beta -> product with the input), so ``k`` is unused there as in Caffe.
 """
-from ..kernels import lrn_jit
+from ..kernels import device, lrn_jit
 from ..kernels.jit import usable as compiled_usable
 from ..kernels.pooling import geometry, ave_pool, ave_pool_backward
 from ..kernels.threads import for_parts
@@ -82,6 +82,29 @@ class LRNLayer(Layer):
             self.base = self.pooled * dt(self.alpha) + dt(1)
             self.power = xp.power(self.base, dt(-self.beta))
             top[0].data[...] = x * self.power
+
+    def forward_gpu(self, bottom, top):
+        """ACROSS_CHANNELS as one device kernel (kernels/cuda/lrn.cu); WITHIN_CHANNEL composes
+        pooling as on the host."""
+        x, y = bottom[0].data, top[0].data
+        if not (self.across and device.usable(self.xp, x)):
+            return self.forward(bottom, top)
+        dt = x.dtype.type
+        self.scale, self.powed = self.scratch("scale", x.shape, x.dtype), None
+        n, c, h, w = x.shape
+        device.launch(self.xp, "lrn", "lrn_forward", n * h * w, x.dtype, x,
+                      *device.ints(c, h * w, self.size), dt(self.alpha / self.size), dt(self.k),
+                      dt(-self.beta), self.scale, y)
+
+    def backward_gpu(self, top, propagate_down, bottom):
+        x, dy = bottom[0].data, top[0].diff
+        if not (self.across and propagate_down[0] and device.usable(self.xp, x)):
+            return self.backward(top, propagate_down, bottom)
+        dt = x.dtype.type
+        n, c, h, w = x.shape
+        device.launch(self.xp, "lrn", "lrn_backward", n * h * w, x.dtype, x, top[0].data, dy,
+                      self.scale, *device.ints(c, h * w, self.size), dt(-self.beta),
+                      dt(2 * self.alpha * self.beta / self.size), bottom[0].diff)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:

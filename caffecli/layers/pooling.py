@@ -4,7 +4,7 @@ import numpy
 from .. import context
 from ..kernels.pooling import (PP, geometry, ave_pool, ave_pool_backward, max_pool,
                                max_pool_backward, stochastic_pool_test, stochastic_pool_train)
-from ..kernels import pooling_jit
+from ..kernels import device, pooling_jit
 from ..kernels.jit import usable as compiled_usable
 from ..kernels.threads import for_parts
 from ..layer import Layer
@@ -124,6 +124,43 @@ class PoolingLayer(Layer):
             if mask is not None:
                 mask[a:b] = self.geo.caffe_index(xp, self.arg[a:b])
         for_parts(xp, part, x.shape[0], x.size)
+
+    def _kernel_geometry(self):
+        """The geometry arguments of kernels/cuda/pooling.cu, after the data pointer."""
+        geo = self.geo
+        return device.ints(*geo.in_hw, *geo.out_hw, *geo.kernel, *geo.stride, *geo.pad)
+
+    def _device_kernels(self, *arrays):
+        pool = self.layer_param.pooling_param.pool
+        return pool in (PP.MAX, PP.AVE) and device.usable(self.xp, *arrays)
+
+    def forward_gpu(self, bottom, top):
+        """MAX and AVE pooling as one device kernel each (STOCHASTIC: the array code)."""
+        x, y = bottom[0].data, top[0].data
+        if not self._device_kernels(x):
+            return self.forward(bottom, top)
+        xp, geometry_args = self.xp, self._kernel_geometry()
+        if self.layer_param.pooling_param.pool == PP.AVE:
+            self.arg = None
+            device.launch(xp, "pooling", "ave_pool_forward", y.size, x.dtype, x,
+                          *geometry_args, y)
+            return
+        self.arg = self.scratch("arg", y.shape, numpy.int32)
+        mask = top[1].data if len(top) > 1 else y
+        device.launch(xp, "pooling", "max_pool_forward", y.size, x.dtype, x, *geometry_args,
+                      y, self.arg, numpy.int32(len(top) > 1), mask)
+
+    def backward_gpu(self, top, propagate_down, bottom):
+        dtop, dx = top[0].diff, bottom[0].diff
+        if not (propagate_down[0] and self._device_kernels(dtop)):
+            return self.backward(top, propagate_down, bottom)
+        geometry_args = self._kernel_geometry()
+        if self.layer_param.pooling_param.pool == PP.AVE:
+            device.launch(self.xp, "pooling", "ave_pool_backward", dx.size, dx.dtype, dtop,
+                          *geometry_args, dx)
+        else:
+            device.launch(self.xp, "pooling", "max_pool_backward", dx.size, dx.dtype, dtop,
+                          self.arg, *geometry_args, dx)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:

@@ -1,0 +1,224 @@
+"""The CAFFE engine's device kernels (kernels/cuda/*.cu through kernels/device.py): through the
+layers in GPU mode they compute what the host computes, over the geometries Caffe nets use.
+
+CI runs them on the stand-in device, which builds the same CUDA C as host C++ and checks every
+argument against the kernel's C signature; nvcc, where installed, compiles them for a GPU.
+"""
+import shutil
+import subprocess
+
+import numpy
+import pytest
+
+from caffecli import context, standin_kernels
+from caffecli.kernels import device
+from caffecli.net import Net
+from caffecli.proto import caffe_pb2
+from caffecli.proto.io import parse_text
+
+FAMILIES = ["im2col", "pooling", "lrn", "dropout"]
+needs_compiler = pytest.mark.skipif(standin_kernels.compiler() is None,
+                                    reason="the stand-in device needs a C++ compiler for "
+                                           "device kernels")
+
+
+def run(text, shape, dtype, seed=1):
+    """y's data and x's diff after one forward and backward of the net ``text`` (input x)."""
+    rs = numpy.random.RandomState(seed)
+    net = Net(parse_text(('input: "x" input_shape { %s } force_backward: true '
+                          % " ".join("dim: %d" % d for d in shape)) + text,
+                         caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype, log=False)
+    net.blob_by_name("x").data[...] = rs.randn(*shape)
+    context.set_random_seed(7)
+    net.forward_pass()
+    for name in net.blob_names:
+        if name != "x":
+            blob = net.blob_by_name(name)
+            blob.diff[...] = rs.randn(*blob.shape)
+    net.backward_pass()
+    return [net.blob_by_name(n).data.copy() for n in net.blob_names] + \
+        [net.blob_by_name("x").diff.copy()]
+
+
+def on_each_side(monkeypatch, standin, text, shape, dtype):
+    """The results on the host, on the device with kernels, and the kernels launched."""
+    host = run(text, shape, dtype)
+    launched = []
+    real_launch = device.launch
+
+    def counted(xp, family, name, *args):
+        launched.append(name)
+        return real_launch(xp, family, name, *args)
+    monkeypatch.setattr(device, "launch", counted)
+    context.set_mode_gpu()
+    try:
+        return host, run(text, shape, dtype), launched
+    finally:
+        context.set_mode_cpu()
+
+
+def assert_same(host, dev, dtype):
+    tol = 1e-5 if dtype == numpy.float32 else 1e-12
+    for a, b in zip(host, dev):
+        numpy.testing.assert_allclose(b, a, rtol=tol, atol=tol)
+
+
+POOLS = [  # pooling_param window fields, input (h, w)
+    ("kernel_size: 3 stride: 2", (13, 13)),                     # CaffeNet's (a partial window)
+    ("kernel_size: 2 stride: 2", (24, 24)),                     # LeNet's
+    ("kernel_size: 3 stride: 1 pad: 1", (7, 9)),                # GoogLeNet's
+    ("kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 3 pad: 1 round_mode: FLOOR", (8, 10)),
+    ("global_pooling: true", (5, 6)),
+]
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("pool", ["MAX", "AVE"])
+@pytest.mark.parametrize("window,hw", POOLS)
+def test_pooling_kernels_compute_the_hosts_pooling(window, hw, pool, dtype, monkeypatch,
+                                                   standin):
+    tops = 'top: "y" top: "mask"' if pool == "MAX" else 'top: "y"'
+    text = ('layer { name: "p" type: "Pooling" bottom: "x" %s pooling_param { pool: %s %s } }'
+            % (tops, pool, window))
+    host, dev, launched = on_each_side(monkeypatch, standin, text, (2, 3) + hw, dtype)
+    assert launched == ["%s_pool_forward" % pool.lower(), "%s_pool_backward" % pool.lower()]
+    assert_same(host, dev, dtype)
+
+
+CONVS = [
+    ("Convolution", "num_output: 4 kernel_size: 3 stride: 2 pad: 1", (9, 11)),
+    ("Convolution", "num_output: 6 kernel_h: 2 kernel_w: 3 dilation: 2 pad: 2 group: 3",
+     (8, 7)),
+    ("Convolution", "num_output: 3 kernel_size: 5", (12, 12)),                # LeNet-like
+    ("Convolution", "num_output: 2 kernel_size: 4 stride: 4", (9, 9)),        # gaps
+    ("Deconvolution", "num_output: 4 kernel_size: 3 stride: 2 pad: 1", (5, 6)),
+    ("Deconvolution", "num_output: 3 kernel_size: 4 stride: 3 dilation: 2", (4, 4)),
+]
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("kind,param,hw", CONVS)
+def test_im2col_kernels_compute_the_hosts_convolution(kind, param, hw, dtype, monkeypatch,
+                                                      standin):
+    text = ('layer { name: "c" type: "%s" bottom: "x" top: "y" convolution_param { %s '
+            'weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } } }'
+            % (kind, param))
+    host, dev, launched = on_each_side(monkeypatch, standin, text, (3, 6) + hw, dtype)
+    # Convolution: columns forward, again for the weights' gradient, col2im backward
+    # (Deconvolution: col2im forward, im2col backward)
+    assert set(launched) == {"im2col", "col2im"}
+    assert_same(host, dev, dtype)
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("size,channels", [(5, 12), (3, 2), (5, 3), (1, 4), (7, 7)])
+def test_lrn_kernels_compute_the_hosts_lrn(size, channels, dtype, monkeypatch, standin):
+    text = ('layer { name: "n" type: "LRN" bottom: "x" top: "y" lrn_param { local_size: %d '
+            'alpha: 0.3 beta: 0.75 k: 2 } }' % size)
+    host, dev, launched = on_each_side(monkeypatch, standin, text, (3, channels, 5, 6), dtype)
+    assert launched == ["lrn_forward", "lrn_backward"]
+    assert_same(host, dev, dtype)
+
+
+@needs_compiler
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_dropout_kernel_draws_the_hosts_mask(in_place, dtype, monkeypatch, standin):
+    """The same key gives the same mask on both sides, to the bit (a seeded run repeats on
+    either), in place too."""
+    text = ('layer { name: "s" type: "Scale" bottom: "x" top: "s" scale_param { '
+            'filler { value: 1 } } } '
+            'layer { name: "d" type: "Dropout" bottom: "s" top: "%s" dropout_param { '
+            'dropout_ratio: 0.3 } }' % ("s" if in_place else "y"))
+    host, dev, launched = on_each_side(monkeypatch, standin, text, (4, 5, 7, 3), dtype)
+    assert launched == ["dropout_forward"]
+    dropped = host[-2] == 0
+    assert 0.2 < dropped.mean() < 0.4
+    for a, b in zip(host, dev):
+        numpy.testing.assert_array_equal(b, a)
+
+
+@needs_compiler
+def test_kernels_turned_off_leave_the_array_code(monkeypatch, standin):
+    monkeypatch.setenv("CAFFECLI_DEVICE_KERNELS", "0")
+    text = 'layer { name: "p" type: "Pooling" bottom: "x" top: "y" pooling_param { pool: MAX ' \
+           'kernel_size: 2 stride: 2 } }'
+    host, dev, launched = on_each_side(monkeypatch, standin, text, (2, 3, 6, 6),
+                                       numpy.float32)
+    assert launched == []
+    assert_same(host, dev, numpy.float32)
+    assert not device.usable(numpy, numpy.zeros(2, numpy.float32))        # no device module
+
+
+@needs_compiler
+def test_the_standin_checks_each_argument_against_the_kernels_signature(standin):
+    """What a GPU would misread silently, the stand-in refuses."""
+    f32 = numpy.float32
+    col = standin.zeros((1, 2, 2, 1, 2, 2), f32)
+    x = standin.ones((1, 1, 3, 3), f32)
+    geometry = device.ints(1, 1, 3, 3, 2, 2, 0, 0, 1, 1, 1, 1, 2, 2)
+    fn = device.function(standin, "im2col", "im2col", f32)
+
+    def launch(*args):
+        fn((1,), (256,), args)
+    launch(numpy.int32(col.size), x, *geometry, col)
+    assert float(col.sum()) == col.size                                  # every window is 1
+    with pytest.raises(TypeError, match="numpy int32 scalar"):
+        launch(col.size, x, *geometry, col)                              # a Python int
+    with pytest.raises(TypeError, match="array of float64"):
+        launch(numpy.int32(col.size), x.astype(numpy.float64), *geometry, col)
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        launch(numpy.int32(col.size), standin.ones((1, 1, 3, 6), f32)[..., ::2], *geometry, col)
+    with pytest.raises(TypeError, match="host"):
+        launch(numpy.int32(col.size), numpy.ones((1, 1, 3, 3), f32), *geometry, col)
+    with pytest.raises(TypeError, match="takes 17 arguments"):
+        launch(numpy.int32(col.size), x, *geometry)
+    with pytest.raises(ValueError, match="grid and block"):
+        fn((0,), (256,), (numpy.int32(col.size), x) + geometry + (col,))
+    with pytest.raises(AttributeError, match="no kernel im2cols"):
+        device.function(standin, "im2col", "im2cols", f32)
+
+
+@needs_compiler
+def test_kernel_launches_are_recorded_by_a_graph_capture(standin):
+    """A launch is one device operation: captured, it runs again at each replay."""
+    f32 = numpy.float32
+    x = standin.asarray(numpy.arange(24, dtype=f32).reshape(1, 1, 4, 6))
+    top = standin.zeros((1, 1, 2, 3), f32)
+    arg = standin.zeros((1, 1, 2, 3), numpy.int32)
+    geometry = device.ints(4, 6, 2, 3, 2, 2, 2, 2, 0, 0)
+    stream = standin.cuda.Stream()
+    device.function(standin, "pooling", "max_pool_forward", f32)     # built before capturing
+    with stream:
+        stream.begin_capture()
+        device.launch(standin, "pooling", "max_pool_forward", top.size, f32, x, *geometry,
+                      top, arg, numpy.int32(0), top)
+        graph = stream.end_capture()
+    assert float(top.sum()) == 0                       # a capture computes nothing
+    graph.launch()
+    numpy.testing.assert_array_equal(top.get().ravel(), [7, 9, 11, 19, 21, 23])
+    x *= 2
+    graph.launch()
+    numpy.testing.assert_array_equal(top.get().ravel(), [14, 18, 22, 38, 42, 46])
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA toolkit) is not "
+                    "installed: the device kernels are compiled for a GPU where it is")
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_nvcc_compiles_the_device_kernels(family, dtype, tmp_path):
+    src = tmp_path / ("%s.cu" % family)
+    src.write_text(device.source(family, dtype))
+    done = subprocess.run(["nvcc", "--ptx", "-o", str(tmp_path / "k.ptx"),
+                           str(src)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    ptx = (tmp_path / "k.ptx").read_text()
+    names = {"im2col": ["im2col", "col2im"], "lrn": ["lrn_forward", "lrn_backward"],
+             "dropout": ["dropout_forward"],
+             "pooling": ["max_pool_forward", "max_pool_backward", "ave_pool_forward",
+                         "ave_pool_backward"]}[family]
+    for name in names:
+        assert ".entry %s(" % name in ptx
