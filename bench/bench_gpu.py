@@ -15,7 +15,9 @@ CAFFECLI_CUDA_GRAPHS=1 (the pass captured once as a CUDA graph and replayed). Th
 train models/lenet/lenet_solver.prototxt (eagerly, then with graphs) on the LMDBs ``make demo``
 writes (data/mnist) for ``--demo-iterations`` and projects the 10,000 iterations of the solver.
 ``CAFFECLI_STANDIN_GPU=1 python bench/bench_gpu.py --torch-device cpu`` runs the whole script
-without a GPU (a smoke test of the script, not a measurement).
+without a GPU (a smoke test of the script, not a measurement). ``CAFFECLI_DEVICE_KERNELS=0``
+times caffecli without its device kernels (kernels/cuda/: the array code instead), to see what
+they gain.
 """
 import argparse
 import os

@@ -27,7 +27,8 @@ _PRELUDE = r"""
 struct caffecli_dim3 { unsigned int x, y, z; };
 static const caffecli_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0};
 static const caffecli_dim3 blockDim = {1, 1, 1}, gridDim = {1, 1, 1};
-using std::min; using std::max; using std::pow; using std::exp; using std::log;
+using std::min; using std::max; using std::pow; using std::exp; using std::log; using std::sqrt;
+using std::fabs; using std::tanh;  // float overloads, as CUDA device code has them
 """
 _C_TYPES = {  # C type -> (numpy dtype, ctypes type)
     "float": (numpy.float32, ctypes.c_float), "double": (numpy.float64, ctypes.c_double),

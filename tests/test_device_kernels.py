@@ -1,8 +1,9 @@
 """The CAFFE engine's device kernels (kernels/cuda/*.cu through kernels/device.py): through the
 layers in GPU mode they compute what the host computes, over the geometries Caffe nets use.
 
-CI runs them on the stand-in device, which builds the same CUDA C as host C++ and checks every
-argument against the kernel's C signature; nvcc, where installed, compiles them for a GPU.
+They run on the GPU where cupy finds one (.ci/gpu), else on the stand-in device, which builds the
+same CUDA C as host C++ and checks every argument against the kernel's C signature; nvcc, where
+installed, compiles them for a GPU.
 """
 import shutil
 import subprocess
@@ -15,11 +16,25 @@ from caffecli.kernels import device
 from caffecli.net import Net
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
+from conftest import enter_gpu_mode, real_gpu_reason
 
-FAMILIES = ["im2col", "pooling", "lrn", "dropout"]
+FAMILIES = ["im2col", "pooling", "lrn", "dropout", "solvers"]
+ON_A_GPU = real_gpu_reason() is None
 needs_compiler = pytest.mark.skipif(standin_kernels.compiler() is None,
                                     reason="the stand-in device needs a C++ compiler for "
                                            "device kernels")
+
+
+@pytest.fixture
+def kernel_device(monkeypatch):
+    """The device the kernels run on (the GPU, else the stand-in); the test starts in CPU mode
+    and switches itself."""
+    if not ON_A_GPU and standin_kernels.compiler() is None:
+        pytest.skip("no GPU, and the stand-in device needs a C++ compiler for device kernels")
+    enter_gpu_mode(monkeypatch)
+    context.set_mode_cpu()
+    yield
+    context.set_mode_cpu()
 
 
 def run(text, shape, dtype, seed=1):
@@ -40,7 +55,7 @@ def run(text, shape, dtype, seed=1):
         [net.blob_by_name("x").diff.copy()]
 
 
-def on_each_side(monkeypatch, standin, text, shape, dtype):
+def on_each_side(monkeypatch, text, shape, dtype):
     """The results on the host, on the device with kernels, and the kernels launched."""
     host = run(text, shape, dtype)
     launched = []
@@ -72,16 +87,15 @@ POOLS = [  # pooling_param window fields, input (h, w)
 ]
 
 
-@needs_compiler
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 @pytest.mark.parametrize("pool", ["MAX", "AVE"])
 @pytest.mark.parametrize("window,hw", POOLS)
 def test_pooling_kernels_compute_the_hosts_pooling(window, hw, pool, dtype, monkeypatch,
-                                                   standin):
+                                                   kernel_device):
     tops = 'top: "y" top: "mask"' if pool == "MAX" else 'top: "y"'
     text = ('layer { name: "p" type: "Pooling" bottom: "x" %s pooling_param { pool: %s %s } }'
             % (tops, pool, window))
-    host, dev, launched = on_each_side(monkeypatch, standin, text, (2, 3) + hw, dtype)
+    host, dev, launched = on_each_side(monkeypatch, text, (2, 3) + hw, dtype)
     assert launched == ["%s_pool_forward" % pool.lower(), "%s_pool_backward" % pool.lower()]
     assert_same(host, dev, dtype)
 
@@ -97,43 +111,40 @@ CONVS = [
 ]
 
 
-@needs_compiler
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 @pytest.mark.parametrize("kind,param,hw", CONVS)
 def test_im2col_kernels_compute_the_hosts_convolution(kind, param, hw, dtype, monkeypatch,
-                                                      standin):
+                                                      kernel_device):
     text = ('layer { name: "c" type: "%s" bottom: "x" top: "y" convolution_param { %s '
             'weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } } }'
             % (kind, param))
-    host, dev, launched = on_each_side(monkeypatch, standin, text, (3, 6) + hw, dtype)
+    host, dev, launched = on_each_side(monkeypatch, text, (3, 6) + hw, dtype)
     # Convolution: columns forward, again for the weights' gradient, col2im backward
     # (Deconvolution: col2im forward, im2col backward)
     assert set(launched) == {"im2col", "col2im"}
     assert_same(host, dev, dtype)
 
 
-@needs_compiler
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 @pytest.mark.parametrize("size,channels", [(5, 12), (3, 2), (5, 3), (1, 4), (7, 7)])
-def test_lrn_kernels_compute_the_hosts_lrn(size, channels, dtype, monkeypatch, standin):
+def test_lrn_kernels_compute_the_hosts_lrn(size, channels, dtype, monkeypatch, kernel_device):
     text = ('layer { name: "n" type: "LRN" bottom: "x" top: "y" lrn_param { local_size: %d '
             'alpha: 0.3 beta: 0.75 k: 2 } }' % size)
-    host, dev, launched = on_each_side(monkeypatch, standin, text, (3, channels, 5, 6), dtype)
+    host, dev, launched = on_each_side(monkeypatch, text, (3, channels, 5, 6), dtype)
     assert launched == ["lrn_forward", "lrn_backward"]
     assert_same(host, dev, dtype)
 
 
-@needs_compiler
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 @pytest.mark.parametrize("in_place", [False, True])
-def test_the_dropout_kernel_draws_the_hosts_mask(in_place, dtype, monkeypatch, standin):
+def test_the_dropout_kernel_draws_the_hosts_mask(in_place, dtype, monkeypatch, kernel_device):
     """The same key gives the same mask on both sides, to the bit (a seeded run repeats on
     either), in place too."""
     text = ('layer { name: "s" type: "Scale" bottom: "x" top: "s" scale_param { '
             'filler { value: 1 } } } '
             'layer { name: "d" type: "Dropout" bottom: "s" top: "%s" dropout_param { '
             'dropout_ratio: 0.3 } }' % ("s" if in_place else "y"))
-    host, dev, launched = on_each_side(monkeypatch, standin, text, (4, 5, 7, 3), dtype)
+    host, dev, launched = on_each_side(monkeypatch, text, (4, 5, 7, 3), dtype)
     assert launched == ["dropout_forward"]
     dropped = host[-2] == 0
     assert 0.2 < dropped.mean() < 0.4
@@ -141,12 +152,11 @@ def test_the_dropout_kernel_draws_the_hosts_mask(in_place, dtype, monkeypatch, s
         numpy.testing.assert_array_equal(b, a)
 
 
-@needs_compiler
-def test_kernels_turned_off_leave_the_array_code(monkeypatch, standin):
+def test_kernels_turned_off_leave_the_array_code(monkeypatch, kernel_device):
     monkeypatch.setenv("CAFFECLI_DEVICE_KERNELS", "0")
     text = 'layer { name: "p" type: "Pooling" bottom: "x" top: "y" pooling_param { pool: MAX ' \
            'kernel_size: 2 stride: 2 } }'
-    host, dev, launched = on_each_side(monkeypatch, standin, text, (2, 3, 6, 6),
+    host, dev, launched = on_each_side(monkeypatch, text, (2, 3, 6, 6),
                                        numpy.float32)
     assert launched == []
     assert_same(host, dev, numpy.float32)
@@ -218,7 +228,94 @@ def test_nvcc_compiles_the_device_kernels(family, dtype, tmp_path):
     ptx = (tmp_path / "k.ptx").read_text()
     names = {"im2col": ["im2col", "col2im"], "lrn": ["lrn_forward", "lrn_backward"],
              "dropout": ["dropout_forward"],
+             "solvers": ["%s_update" % kind for kind in
+                         ("sgd", "nesterov", "adagrad", "rmsprop", "adadelta", "adam")],
              "pooling": ["max_pool_forward", "max_pool_backward", "ave_pool_forward",
                          "ave_pool_backward"]}[family]
     for name in names:
         assert ".entry %s(" % name in ptx
+
+
+SOLVER_NET = """
+layer { name: "data" type: "DummyData" top: "x" top: "label" dummy_data_param {
+  shape { dim: 4 dim: 2 dim: 5 dim: 5 } shape { dim: 4 }
+  data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
+layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
+  param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
+  convolution_param { num_output: 3 kernel_size: 3 weight_filler { type: "gaussian" std: 0.3 }
+  bias_filler { type: "constant" value: 0.1 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "c" top: "y" param { lr_mult: 0.5 decay_mult: 3 }
+  inner_product_param { num_output: 4 bias_term: false weight_filler { type: "gaussian" } } }
+layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" }
+"""
+
+
+def train_three_steps(kind, regularization, iter_size, dtype, solver_class=None):
+    """Weights, diffs and histories after three steps of a small net."""
+    from caffecli.solvers import get_solver
+    param = parse_text('type: "%s" base_lr: 0.05 lr_policy: "step" gamma: 0.5 stepsize: 2 '
+                       'weight_decay: 0.01 regularization_type: "%s" iter_size: %d '
+                       'display: 0 random_seed: 3 snapshot_after_train: false max_iter: 3'
+                       % (kind, regularization, iter_size), caffe_pb2.SolverParameter())
+    if kind in ("SGD", "Nesterov", "AdaDelta", "Adam"):
+        param.momentum = 0.9
+    if kind == "RMSProp":
+        param.rms_decay = 0.95
+    param.net_param.CopyFrom(parse_text(SOLVER_NET, caffe_pb2.NetParameter()))
+    solver = (solver_class or get_solver)(param, dtype=dtype)
+    solver.step(3)
+    blobs = solver.net.learnable_params + list(solver.history_blobs())
+    return [b.data.copy() for b in blobs] + [b.diff.copy() for b in solver.net.learnable_params]
+
+
+@pytest.mark.parametrize("kind,regularization,iter_size,dtype", [
+    ("SGD", "L2", 1, numpy.float32), ("SGD", "L1", 2, numpy.float64),
+    ("Nesterov", "L2", 1, numpy.float32), ("AdaGrad", "L1", 1, numpy.float32),
+    ("RMSProp", "L2", 2, numpy.float32), ("AdaDelta", "L2", 1, numpy.float32),
+    ("Adam", "L1", 1, numpy.float32), ("Adam", "L2", 2, numpy.float64)])
+def test_fused_solver_updates_compute_the_array_codes_steps(kind, regularization, iter_size,
+                                                            dtype, monkeypatch, kernel_device):
+    """One kernel per parameter and iteration, the array code's numbers: to the bit on the
+    stand-in (like numpy it rounds every operation), to rounding on a GPU (a fused
+    multiply-add)."""
+    launched = []
+    real_launch = device.launch
+
+    def counted(xp, family, name, *args):
+        launched.append(name)
+        return real_launch(xp, family, name, *args)
+    monkeypatch.setattr(device, "launch", counted)
+    context.set_mode_gpu()
+    try:
+        fused = train_three_steps(kind, regularization, iter_size, dtype)
+        updates = [n for n in launched if n.endswith("_update")]
+        assert updates == ["%s_update" % kind.lower()] * (3 * 3)      # 3 parameters, 3 steps
+        monkeypatch.setenv("CAFFECLI_DEVICE_KERNELS", "0")
+        del launched[:]
+        arrays = train_three_steps(kind, regularization, iter_size, dtype)
+        assert launched == []
+    finally:
+        context.set_mode_cpu()
+    for a, b in zip(arrays, fused):
+        numpy.testing.assert_allclose(b, a, rtol=1e-5 if ON_A_GPU else 0, atol=0)
+
+
+def test_a_solver_that_overrides_an_update_step_keeps_the_array_code(monkeypatch,
+                                                                     kernel_device):
+    from caffecli.solvers.sgd import SGDSolver
+
+    class HalfSteps(SGDSolver):
+        def compute_update_value(self, param_id, rate):
+            super().compute_update_value(param_id, rate)
+            self.param_at(param_id).diff[...] *= numpy.float32(0.5)
+    context.set_mode_gpu()
+    try:
+        plain = train_three_steps("SGD", "L2", 1, numpy.float32)
+        halved = train_three_steps("SGD", "L2", 1, numpy.float32, HalfSteps)
+        monkeypatch.setenv("CAFFECLI_DEVICE_KERNELS", "0")
+        reference = train_three_steps("SGD", "L2", 1, numpy.float32, HalfSteps)
+    finally:
+        context.set_mode_cpu()
+    assert not numpy.array_equal(plain[0], halved[0])
+    for a, b in zip(reference, halved):
+        numpy.testing.assert_array_equal(b, a)

@@ -17,6 +17,11 @@ f32 = numpy.float32
 class AdaGradSolver(SGDSolver):
     """h += g^2; w -= lr * g / (sqrt(h) + delta)."""
 
+    update_kernel = "adagrad_update"
+
+    def kernel_constants(self):
+        return (f32(self.param.delta),)
+
     def check_params(self):
         if self.param.momentum != 0:
             raise CaffeError("Momentum cannot be used with AdaGrad (momentum: %g)."
@@ -35,6 +40,11 @@ class AdaGradSolver(SGDSolver):
 @register_solver("RMSProp")
 class RMSPropSolver(SGDSolver):
     """h = decay*h + (1-decay)*g^2; w -= lr * g / (sqrt(h) + delta)."""
+
+    update_kernel = "rmsprop_update"
+
+    def kernel_constants(self):
+        return f32(self.param.rms_decay), f32(self.param.delta)
 
     def check_params(self):
         if self.param.momentum != 0:
@@ -62,6 +72,10 @@ class AdaDeltaSolver(SGDSolver):
     updates."""
 
     history_sets = 2
+    update_kernel = "adadelta_update"
+
+    def kernel_constants(self):
+        return f32(self.param.momentum), f32(self.param.delta)
 
     def compute_update_value(self, param_id, rate):
         g = self.param_at(param_id).diff
@@ -85,6 +99,10 @@ class AdamSolver(SGDSolver):
     with t = iter + 1, delta added after the square root."""
 
     history_sets = 2
+    update_kernel = "adam_update"
+
+    def kernel_constants(self):
+        return f32(self.param.momentum), f32(self.param.momentum2), f32(self.param.delta)
 
     def iteration_scalars(self, rate):
         """The rate and this iteration's bias correction, with t = iter + 1."""

@@ -9,6 +9,7 @@ import numpy
 from .. import backend, context, glog
 from ..blob import Blob
 from ..errors import CaffeError
+from ..kernels import device
 from .base import Solver, register_solver
 from .lr_policy import learning_rate
 
@@ -20,6 +21,7 @@ class SGDSolver(Solver):
     """Stochastic gradient descent with momentum: h = lr*g + m*h; w -= h."""
 
     history_sets = 1   # how many history blobs per learnable parameter (AdaDelta/Adam: 2)
+    update_kernel = "sgd_update"   # kernels/cuda/solvers.cu: this solver's fused device update
 
     def __init__(self, param, dtype=numpy.float32):
         super().__init__(param, dtype)
@@ -70,11 +72,62 @@ class SGDSolver(Solver):
     def update_params(self, scalars):
         """Normalize, regularize and compute every parameter's update, then apply them."""
         self.scalars = scalars
+        if self.fused_update(scalars):
+            return
         for param_id in range(len(self.net.learnable_params)):
             self.normalize(param_id)
             self.regularize(param_id)
             self.compute_update_value(param_id, scalars["rate"])
         self.net.update()
+
+    def kernel_constants(self):
+        """The hyper-parameters the update kernel takes last, as Caffe's floats."""
+        return (f32(self.param.momentum),)
+
+    def fused_update(self, scalars):
+        """On the device, each parameter's whole update as one kernel (normalize, regularize,
+        update value, apply); False where the array code must run (the host, kernels off, or
+        a subclass with update steps of its own)."""
+        params = self.net.learnable_params
+        if not (context.is_gpu() and params and self._kernel_matches()):
+            return False
+        xp = backend.device_module()
+        if not device.usable(xp, params[0].at(context.GPU, False, False).data):
+            return False
+        rates = [self._device_scalar(xp, name, value) for name, value in scalars.items()]
+        norm = f32(1) / f32(max(self.param.iter_size, 1))
+        n = len(params)
+        for param_id in range(n):
+            p = self.param_at(param_id)
+            decay = f32(self.param.weight_decay) * f32(self.net.params_weight_decay[param_id])
+            reg = {"L1": 1, "L2": 2}.get(self.param.regularization_type) if decay else 0
+            if reg is None:
+                raise CaffeError("Unknown regularization type: " + self.param.regularization_type)
+            histories = [self.history_at(param_id + k * n) for k in range(self.history_sets)]
+            device.launch(xp, "solvers", self.update_kernel, p.data.size, p.data.dtype, p.data,
+                          p.diff, *histories, *rates, f32(self.net.params_lr[param_id]), norm,
+                          numpy.int32(reg), decay, *self.kernel_constants())
+        return True
+
+    def _kernel_matches(self):
+        """Whether the update kernel computes this class's update (a subclass may override a
+        step and keep its parent's kernel)."""
+        cls = type(self)
+        owner = next(c for c in cls.__mro__ if "update_kernel" in c.__dict__)
+        return all(getattr(cls, step) is getattr(owner, step)
+                   for step in ("normalize", "regularize", "compute_update_value",
+                                "kernel_constants"))
+
+    def _device_scalar(self, xp, name, value):
+        """``value`` as a 0-d float32 device array: a captured graph's own, or one kept per
+        name and filled (a kernel, no copy) each iteration."""
+        if backend.is_device_array(value):
+            return value
+        kept = self.__dict__.setdefault("_kernel_scalars", {})
+        if not isinstance(kept.get(name), xp.ndarray):
+            kept[name] = xp.zeros((), numpy.float32)
+        kept[name].fill(value)
+        return kept[name]
 
     def clip_gradients(self):
         clip = f32(self.param.clip_gradients)
@@ -145,6 +198,8 @@ class SGDSolver(Solver):
 @register_solver("Nesterov")
 class NesterovSolver(SGDSolver):
     """Nesterov momentum: h' = lr*g + m*h; step (1+m)*h' - m*h."""
+
+    update_kernel = "nesterov_update"
 
     def compute_update_value(self, param_id, rate):
         p = self.param_at(param_id)
