@@ -18,7 +18,7 @@ from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from conftest import enter_gpu_mode, real_gpu_reason
 
-FAMILIES = ["im2col", "pooling", "lrn", "dropout", "solvers"]
+FAMILIES = ["im2col", "pooling", "lrn", "dropout", "solvers", "argmax"]
 ON_A_GPU = real_gpu_reason() is None
 needs_compiler = pytest.mark.skipif(standin_kernels.compiler() is None,
                                     reason="the stand-in device needs a C++ compiler for "
@@ -37,15 +37,20 @@ def kernel_device(monkeypatch):
     context.set_mode_cpu()
 
 
-def run(text, shape, dtype, seed=1):
-    """y's data and x's diff after one forward and backward of the net ``text`` (input x)."""
+def run(text, shape, dtype, seed=1, x=None):
+    """Every blob's data and x's diff after one forward and backward of the net ``text``
+    (input x: ``x``, or normal values), only the data for a net with no backward."""
     rs = numpy.random.RandomState(seed)
-    net = Net(parse_text(('input: "x" input_shape { %s } force_backward: true '
-                          % " ".join("dim: %d" % d for d in shape)) + text,
-                         caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype, log=False)
-    net.blob_by_name("x").data[...] = rs.randn(*shape)
+    backward = "ArgMax" not in text
+    net = Net(parse_text(('input: "x" input_shape { %s } force_backward: %s '
+                          % (" ".join("dim: %d" % d for d in shape), str(backward).lower()))
+                         + text, caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype,
+              log=False)
+    net.blob_by_name("x").data[...] = rs.randn(*shape) if x is None else x
     context.set_random_seed(7)
     net.forward_pass()
+    if not backward:
+        return [net.blob_by_name(n).data.copy() for n in net.blob_names]
     for name in net.blob_names:
         if name != "x":
             blob = net.blob_by_name(name)
@@ -55,9 +60,9 @@ def run(text, shape, dtype, seed=1):
         [net.blob_by_name("x").diff.copy()]
 
 
-def on_each_side(monkeypatch, text, shape, dtype):
+def on_each_side(monkeypatch, text, shape, dtype, x=None):
     """The results on the host, on the device with kernels, and the kernels launched."""
-    host = run(text, shape, dtype)
+    host = run(text, shape, dtype, x=x)
     launched = []
     real_launch = device.launch
 
@@ -67,7 +72,7 @@ def on_each_side(monkeypatch, text, shape, dtype):
     monkeypatch.setattr(device, "launch", counted)
     context.set_mode_gpu()
     try:
-        return host, run(text, shape, dtype), launched
+        return host, run(text, shape, dtype, x=x), launched
     finally:
         context.set_mode_cpu()
 
@@ -152,6 +157,20 @@ def test_the_dropout_kernel_draws_the_hosts_mask(in_place, dtype, monkeypatch, k
         numpy.testing.assert_array_equal(b, a)
 
 
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("param", ["top_k: 1", "top_k: 3 out_max_val: true", "axis: 1 top_k: 2",
+                                   "axis: -1 top_k: 4 out_max_val: true"])
+def test_the_argmax_kernel_ranks_as_the_hosts_sort(param, dtype, monkeypatch, kernel_device):
+    """Ties rank the larger index first and NaN last, on both sides."""
+    x = numpy.round(numpy.random.RandomState(2).randn(3, 5, 2, 4), 0)      # many ties
+    x[0, 1, 0, 0] = x[1, 0, 1, 3] = numpy.nan
+    text = 'layer { name: "a" type: "ArgMax" bottom: "x" top: "y" argmax_param { %s } }' % param
+    host, dev, launched = on_each_side(monkeypatch, text, x.shape, dtype, x=x)
+    assert launched == ["argmax_top_k"]
+    for a, b in zip(host, dev):
+        numpy.testing.assert_array_equal(b, a)
+
+
 def test_kernels_turned_off_leave_the_array_code(monkeypatch, kernel_device):
     monkeypatch.setenv("CAFFECLI_DEVICE_KERNELS", "0")
     text = 'layer { name: "p" type: "Pooling" bottom: "x" top: "y" pooling_param { pool: MAX ' \
@@ -227,7 +246,7 @@ def test_nvcc_compiles_the_device_kernels(family, dtype, tmp_path):
     assert done.returncode == 0, done.stderr
     ptx = (tmp_path / "k.ptx").read_text()
     names = {"im2col": ["im2col", "col2im"], "lrn": ["lrn_forward", "lrn_backward"],
-             "dropout": ["dropout_forward"],
+             "dropout": ["dropout_forward"], "argmax": ["argmax_top_k"],
              "solvers": ["%s_update" % kind for kind in
                          ("sgd", "nesterov", "adagrad", "rmsprop", "adadelta", "adam")],
              "pooling": ["max_pool_forward", "max_pool_backward", "ave_pool_forward",

@@ -1,4 +1,5 @@
 """ArgMax: the top-k indices (and values) per item or along an axis (Caffe's argmax_layer)."""
+from ..kernels import device
 from ..layer import Layer
 from ..registry import register_layer
 
@@ -72,6 +73,28 @@ class ArgMaxLayer(Layer):
             out[:, 0] = idx.astype(dt)
             if self.out_max_val:
                 out[:, 1] = val
+
+    def forward_gpu(self, bottom, top):
+        """One kernel ranks each row (kernels/cuda/argmax.cu) where the array code sorts it."""
+        b, xp = bottom[0], self.xp
+        if not device.usable(xp, b.data):
+            return self.forward(bottom, top)
+        if self.has_axis:
+            outer, dim, inner = b.count(0, self.axis), b.shape[self.axis], b.count(self.axis + 1)
+        else:
+            outer, dim, inner = b.shape[0], b.count(1), 1
+        picks = (outer, self.top_k, inner)
+        idx = self.scratch("idx", picks, b.dtype)
+        val = self.scratch("val", picks, b.dtype)
+        device.launch(xp, "argmax", "argmax_top_k", outer * inner, b.dtype, b.data,
+                      *device.ints(dim, inner, self.top_k), idx, val)
+        if self.has_axis:
+            top[0].data[...] = (val if self.out_max_val else idx).reshape(top[0].shape)
+        else:
+            out = top[0].data.reshape(outer, -1, self.top_k)
+            out[:, 0] = idx.reshape(outer, self.top_k)
+            if self.out_max_val:
+                out[:, 1] = val.reshape(outer, self.top_k)
 
     def backward(self, top, propagate_down, bottom):
         if any(propagate_down):
