@@ -18,7 +18,8 @@ from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from conftest import enter_gpu_mode, real_gpu_reason
 
-FAMILIES = ["im2col", "pooling", "lrn", "dropout", "solvers", "argmax"]
+FAMILIES = ["im2col", "pooling", "lrn", "dropout", "solvers", "argmax", "softmax_loss",
+            "batch_norm"]
 ON_A_GPU = real_gpu_reason() is None
 needs_compiler = pytest.mark.skipif(standin_kernels.compiler() is None,
                                     reason="the stand-in device needs a C++ compiler for "
@@ -42,21 +43,22 @@ def run(text, shape, dtype, seed=1, x=None):
     (input x: ``x``, or normal values), only the data for a net with no backward."""
     rs = numpy.random.RandomState(seed)
     backward = "ArgMax" not in text
+    context.set_random_seed(7)
     net = Net(parse_text(('input: "x" input_shape { %s } force_backward: %s '
                           % (" ".join("dim: %d" % d for d in shape), str(backward).lower()))
                          + text, caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype,
               log=False)
     net.blob_by_name("x").data[...] = rs.randn(*shape) if x is None else x
-    context.set_random_seed(7)
     net.forward_pass()
+    params = [p.data.copy() for layer in net.layers for p in layer.blobs]
     if not backward:
-        return [net.blob_by_name(n).data.copy() for n in net.blob_names]
+        return [net.blob_by_name(n).data.copy() for n in net.blob_names] + params
     for name in net.blob_names:
         if name != "x":
             blob = net.blob_by_name(name)
             blob.diff[...] = rs.randn(*blob.shape)
     net.backward_pass()
-    return [net.blob_by_name(n).data.copy() for n in net.blob_names] + \
+    return [net.blob_by_name(n).data.copy() for n in net.blob_names] + params + \
         [net.blob_by_name("x").diff.copy()]
 
 
@@ -151,7 +153,7 @@ def test_the_dropout_kernel_draws_the_hosts_mask(in_place, dtype, monkeypatch, k
             'dropout_ratio: 0.3 } }' % ("s" if in_place else "y"))
     host, dev, launched = on_each_side(monkeypatch, text, (4, 5, 7, 3), dtype)
     assert launched == ["dropout_forward"]
-    dropped = host[-2] == 0
+    dropped = host[1 if in_place else 2] == 0             # blobs x, s (, y)
     assert 0.2 < dropped.mean() < 0.4
     for a, b in zip(host, dev):
         numpy.testing.assert_array_equal(b, a)
@@ -169,6 +171,79 @@ def test_the_argmax_kernel_ranks_as_the_hosts_sort(param, dtype, monkeypatch, ke
     assert launched == ["argmax_top_k"]
     for a, b in zip(host, dev):
         numpy.testing.assert_array_equal(b, a)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("global_stats,stored", [(False, False), (False, True), (True, False),
+                                                 (True, True)])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_batch_norm_kernels_compute_the_hosts_batch_norm(global_stats, stored, in_place,
+                                                            dtype, monkeypatch, kernel_device):
+    """Normalized data, gradient and the running sums, from zero statistics or stored ones
+    (scaled by 1 / 2.5). Statistics read from the prototxt are float32 (as from a
+    .caffemodel), so a float64 net runs them through the array code."""
+    blobs = ('blobs { shape { dim: 3 } data: [0.5, -1, 2] } blobs { shape { dim: 3 } '
+             'data: [2, 0.25, 5] } blobs { shape { dim: 1 } data: 2.5 }') if stored else ""
+    text = ('layer { name: "s" type: "Scale" bottom: "x" top: "s" scale_param { '
+            'filler { value: 1 } } } '
+            'layer { name: "b" type: "BatchNorm" bottom: "s" top: "%s" batch_norm_param { '
+            'use_global_stats: %s moving_average_fraction: 0.9 eps: 0.001 } %s }'
+            % ("s" if in_place else "y", str(global_stats).lower(), blobs))
+    host, dev, launched = on_each_side(monkeypatch, text, (4, 3, 5, 2), dtype)
+    kernels = ["batch_norm_global_forward"] if global_stats else \
+        ["batch_norm_running_stats", "batch_norm_normalize"]
+    assert launched == ([] if stored and dtype == numpy.float64 else kernels)
+    assert_same(host, dev, dtype)
+
+
+def softmax_loss(param, labels, dtype):
+    """Loss, x's diff and the bad-label error (or None) of SoftmaxWithLoss over (2, 5, 3)."""
+    net = Net(parse_text('force_backward: true input: "x" input_shape { dim: 2 dim: 5 dim: 3 } '
+                         'input: "l" input_shape { dim: 2 dim: 3 } layer { name: "s" type: '
+                         '"SoftmaxWithLoss" bottom: "x" bottom: "l" top: "loss" %s }' % param,
+                         caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype, log=False)
+    net.blob_by_name("x").data[...] = numpy.random.RandomState(4).randn(2, 5, 3) * 3
+    net.blob_by_name("l").data[...] = labels
+    try:
+        loss = net.forward_pass()
+    except Exception as exc:       # a label out of range, named when the loss comes back NaN
+        return None, None, str(exc)
+    net.backward_pass()
+    return loss, net.blob_by_name("x").diff.copy(), None
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("param,labels", [
+    ("", [[0, 4, 2], [1, 1, 3]]),
+    ("loss_param { ignore_label: 1 }", [[0, 4, 2], [1, 1, 3]]),
+    ("loss_param { ignore_label: 4 normalization: BATCH_SIZE } loss_weight: 2.5",
+     [[4, 4, 2], [1, 0, 3]]),
+    ("loss_param { ignore_label: 0 normalization: FULL }", [[0, 0, 0], [0, 0, 0]]),
+    ("loss_param { normalization: NONE }", [[0, 7, 2], [1, 1, 3]]),        # 7: no such class
+])
+def test_the_softmax_loss_kernels_compute_the_hosts_loss(param, labels, dtype, monkeypatch,
+                                                        kernel_device):
+    host = softmax_loss(param, labels, dtype)
+    launched = []
+    real_launch = device.launch
+
+    def counted(xp, family, name, *args):
+        launched.append(name)
+        return real_launch(xp, family, name, *args)
+    monkeypatch.setattr(device, "launch", counted)
+    context.set_mode_gpu()
+    try:
+        dev = softmax_loss(param, labels, dtype)
+    finally:
+        context.set_mode_cpu()
+    assert dev[2] == host[2]
+    if host[2] is not None:
+        assert "label value 7 out of range [0, 5)" in host[2]
+        return
+    assert launched == ["softmax_loss_forward", "softmax_loss_backward"]
+    tol = 1e-6 if dtype == numpy.float32 else 1e-13
+    numpy.testing.assert_allclose(dev[0], host[0], rtol=tol)
+    numpy.testing.assert_allclose(dev[1], host[1], rtol=tol, atol=tol)
 
 
 def test_kernels_turned_off_leave_the_array_code(monkeypatch, kernel_device):
@@ -247,6 +322,9 @@ def test_nvcc_compiles_the_device_kernels(family, dtype, tmp_path):
     ptx = (tmp_path / "k.ptx").read_text()
     names = {"im2col": ["im2col", "col2im"], "lrn": ["lrn_forward", "lrn_backward"],
              "dropout": ["dropout_forward"], "argmax": ["argmax_top_k"],
+             "softmax_loss": ["softmax_loss_forward", "softmax_loss_backward"],
+             "batch_norm": ["batch_norm_global_forward", "batch_norm_running_stats",
+                            "batch_norm_normalize"],
              "solvers": ["%s_update" % kind for kind in
                          ("sgd", "nesterov", "adagrad", "rmsprop", "adadelta", "adam")],
              "pooling": ["max_pool_forward", "max_pool_backward", "ave_pool_forward",
@@ -256,8 +334,8 @@ def test_nvcc_compiles_the_device_kernels(family, dtype, tmp_path):
 
 
 SOLVER_NET = """
-layer { name: "data" type: "DummyData" top: "x" top: "label" dummy_data_param {
-  shape { dim: 4 dim: 2 dim: 5 dim: 5 } shape { dim: 4 }
+layer { name: "data" type: "DummyData" top: "x" top: "target" dummy_data_param {
+  shape { dim: 4 dim: 2 dim: 5 dim: 5 } shape { dim: 4 dim: 4 }
   data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
 layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
   param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
@@ -265,7 +343,7 @@ layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
   bias_filler { type: "constant" value: 0.1 } } }
 layer { name: "ip" type: "InnerProduct" bottom: "c" top: "y" param { lr_mult: 0.5 decay_mult: 3 }
   inner_product_param { num_output: 4 bias_term: false weight_filler { type: "gaussian" } } }
-layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "loss" }
+layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "target" top: "loss" }
 """
 
 

@@ -4,7 +4,7 @@
 import numpy
 
 from ..blob import Blob
-from ..kernels import channel_jit, jit
+from ..kernels import channel_jit, device, jit
 from ..kernels.threads import for_parts
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
@@ -63,26 +63,43 @@ class BatchNormLayer(NeuronLayer):
             per_item *= a.dtype.type(scale)
         return per_item.sum(axis=0)
 
+    def _centered_moments(self, x):
+        """The batch's mean per channel, x - mean (in the x_norm scratch) and the biased
+        variance per channel."""
+        n = x.shape[0] * x.shape[2]  # values per channel
+        mean = self._channel_sum(x, scale=1.0 / n)
+        x_norm = self.x_norm = self.scratch("x_norm", x.shape, x.dtype)
+        self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
+        return mean, x_norm, self._channel_sum(x_norm, x_norm, 1.0 / n)
+
+    def _correction(self, bottom):
+        """Caffe's unbiasing factor m / (m - 1) of the running variance."""
+        m = bottom[0].count() // self.channels
+        return m / (m - 1.0) if m > 1 else 1.0
+
     def forward(self, bottom, top):
-        b = bottom[0]
-        x = self._view(b.data, bottom)
-        n = b.shape[0] * x.shape[2]  # values per channel
-        if self.use_global_stats:
-            # 1 / the scale factor (0 for 0), rounded from double as Caffe's host Dtype, and
-            # computed where the blob is: no host read, so a CUDA graph can hold it
-            s = self.weights[2].data.reshape(-1)[:1].astype(numpy.float64)
-            given = s != 0
-            factor = self.xp.where(given, 1.0 / self.xp.where(given, s, 1.0), 0.0).astype(x.dtype)
-            mean = self.weights[0].data * factor
-            var = self.weights[1].data * factor
-        else:
-            mean = self._channel_sum(x, scale=1.0 / n)
-        # x - mean now, divided by the std below; backward reads it unless the statistics are
-        # global (then the top is enough: the backward only divides by the std)
-        x_norm = self._view(top[0].data, bottom) if self.use_global_stats else \
-            self.scratch("x_norm", x.shape, x.dtype)
-        self.x_norm = x_norm
-        if self.use_global_stats and jit.usable(x, x_norm, mean, var):
+        x = self._view(bottom[0].data, bottom)
+        if not self.use_global_stats:
+            mean, x_norm, var = self._centered_moments(x)
+            maf = self.moving_average_fraction
+            self.weights[2].data[...] = self.weights[2].data * maf + 1
+            self.weights[0].data[...] = mean + self.weights[0].data * maf
+            self.weights[1].data[...] = (var * self._correction(bottom)
+                                         + self.weights[1].data * maf)
+            self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
+            x_norm /= self.std
+            self._view(top[0].data, bottom)[...] = x_norm
+            return
+        # 1 / the scale factor (0 for 0), rounded from double as Caffe's host Dtype, and
+        # computed where the blob is: no host read, so a CUDA graph can hold it
+        s = self.weights[2].data.reshape(-1)[:1].astype(numpy.float64)
+        given = s != 0
+        factor = self.xp.where(given, 1.0 / self.xp.where(given, s, 1.0), 0.0).astype(x.dtype)
+        mean = self.weights[0].data * factor
+        var = self.weights[1].data * factor
+        # the top holds x - mean, then divided by the std (the backward needs only the std)
+        x_norm = self.x_norm = self._view(top[0].data, bottom)
+        if jit.usable(x, x_norm, mean, var):
             std = self.xp.sqrt(var + self.eps)
             self.std = std.reshape(1, -1, 1)
             in_place = top[0] is bottom[0]
@@ -91,18 +108,32 @@ class BatchNormLayer(NeuronLayer):
                 jit.PASS_MIN_PART)
             return
         self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
-        if not self.use_global_stats:
-            var = self._channel_sum(x_norm, x_norm, 1.0 / n)
-            maf = self.moving_average_fraction
-            self.weights[2].data[...] = self.weights[2].data * maf + 1
-            self.weights[0].data[...] = mean + self.weights[0].data * maf
-            m = b.count() // self.channels
-            correction = m / (m - 1.0) if m > 1 else 1.0
-            self.weights[1].data[...] = var * correction + self.weights[1].data * maf
         self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
         x_norm /= self.std
-        if not self.use_global_stats:
-            self._view(top[0].data, bottom)[...] = x_norm
+
+    def forward_gpu(self, bottom, top):
+        """With global statistics one device kernel; with the batch's, the reductions as
+        array code, then one kernel updates the running sums and the std per channel and one
+        divides (kernels/cuda/batch_norm.cu)."""
+        x, xp = self._view(bottom[0].data, bottom), self.xp
+        sums = [w.data for w in self.weights]
+        if not device.usable(xp, x) or any(a.dtype != x.dtype for a in sums):
+            return self.forward(bottom, top)       # (statistics read from a float32 file)
+        y, dt = self._view(top[0].data, bottom), x.dtype.type
+        _, channels, spatial = x.shape
+        std = self.scratch("std", (channels,), x.dtype)
+        self.std = std.reshape(1, -1, 1)
+        if self.use_global_stats:
+            self.x_norm = y
+            device.launch(xp, "batch_norm", "batch_norm_global_forward", x.size, x.dtype, x,
+                          *sums, *device.ints(channels, spatial), dt(self.eps), y, std)
+            return
+        mean, x_norm, var = self._centered_moments(x)
+        device.launch(xp, "batch_norm", "batch_norm_running_stats", channels, x.dtype, mean,
+                      var, dt(self.moving_average_fraction), dt(self._correction(bottom)),
+                      dt(self.eps), *sums, std)
+        device.launch(xp, "batch_norm", "batch_norm_normalize", x.size, x.dtype, x_norm, std,
+                      *device.ints(channels, spatial), x_norm, y)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:

@@ -3,6 +3,7 @@
 import numpy
 
 from .. import glog
+from ..kernels import device
 from ..kernels.activations import softmax
 from ..layer import LossLayer
 from ..registry import register_layer
@@ -31,6 +32,7 @@ class SoftmaxWithLossLayer(LossLayer):
         lp = self.layer_param.loss_param
         self.ignore_label = ignore_label_of(lp)
         self.normalization = normalization_mode(lp, None)
+        self.flags = None
 
     def reshape(self, bottom, top):
         LossLayer.reshape(self, bottom, top)
@@ -43,6 +45,7 @@ class SoftmaxWithLossLayer(LossLayer):
     def forward(self, bottom, top):
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
+        self.flags = None                 # the device kernels' label flags (forward_gpu)
         self.prob = softmax(xp, bottom[0].data.reshape(self._dims()))
         self.labels = labels = int_labels(xp, bottom[1], (self.outer, self.inner))
         self.valid = valid = label_mask(self, xp, labels, self.channels, self.ignore_label,
@@ -53,6 +56,38 @@ class SoftmaxWithLossLayer(LossLayer):
         count = valid_count(self, xp, valid, self.normalization, self.ignore_label)
         self.norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
         top[0].data[...] = poison(self, xp, loss / self.norm)
+
+    def forward_gpu(self, bottom, top):
+        """The softmax, each position's log-probability and label check in one device kernel
+        (kernels/cuda/softmax_loss.cu); the sums and the normalizer as on the host."""
+        x, labels, xp = bottom[0].data, bottom[1].data, self.xp
+        if not device.usable(xp, x, labels):
+            return self.forward(bottom, top)
+        dt = numpy.dtype(x.dtype)
+        positions = (self.outer, self.inner)
+        self.prob = self.scratch("prob", self._dims(), dt)
+        logs = self.scratch("logs", positions, dt)
+        self.flags = self.scratch("flags", positions, numpy.int32)
+        ignore = self.ignore_label
+        device.launch(xp, "softmax_loss", "softmax_loss_forward", logs.size, dt, x, labels,
+                      *device.ints(self.channels, self.inner, ignore or 0, ignore is not None),
+                      self.prob, logs, self.flags)
+        self.valid = self.flags == 0
+        self.label_check = (int_labels(xp, bottom[1], positions), self.flags == 2,
+                            self.channels)
+        count = valid_count(self, xp, self.valid, self.normalization, ignore)
+        self.norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
+        top[0].data[...] = poison(self, xp, -logs.sum() / self.norm)
+
+    def backward_gpu(self, top, propagate_down, bottom):
+        refuse_label_backward(self, propagate_down)
+        dx = bottom[0].diff
+        if not propagate_down[0] or self.flags is None or not device.usable(self.xp, dx):
+            return self.backward(top, propagate_down, bottom)
+        scale = self.xp.asarray(loss_weight(top) / self.norm, dtype=dx.dtype).reshape(1)
+        device.launch(self.xp, "softmax_loss", "softmax_loss_backward", dx.size, dx.dtype,
+                      self.prob, bottom[1].data, self.flags,
+                      *device.ints(self.channels, self.inner), scale, dx)
 
     def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)
