@@ -134,9 +134,7 @@ def _load(source):
             if cxx is None:
                 raise RuntimeError("the stand-in device needs a C++ compiler (c++ or g++) for "
                                    "device kernels")
-            cache = os.path.join(os.environ.get("XDG_CACHE_HOME")
-                                 or os.path.join(os.path.expanduser("~"), ".cache"),
-                                 "caffecli", "standin-kernels")
+            cache = _cache_folder()
             path = os.path.join(cache, digest + ".so")
             if not os.path.exists(path):
                 _build(cxx, source, cache, path)
@@ -144,9 +142,23 @@ def _load(source):
         return _libraries[digest]
 
 
+def _cache_folder():
+    """Where built kernels are kept: the user's cache folder, else a temporary one."""
+    home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    for folder in (os.path.join(home, "caffecli", "standin-kernels"),
+                   os.path.join(tempfile.gettempdir(), "caffecli-standin-kernels-%d"
+                                % os.getuid())):
+        try:
+            os.makedirs(folder, exist_ok=True)
+            if os.access(folder, os.W_OK):
+                return folder
+        except OSError:
+            pass
+    return tempfile.mkdtemp(prefix="caffecli-standin-kernels-")
+
+
 def _build(cxx, source, cache, path):
     """Compile ``source`` into ``path`` (written whole: built beside it, then renamed)."""
-    os.makedirs(cache, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as work:
         src, lib = os.path.join(work, "kernels.cpp"), os.path.join(work, "kernels.so")
         with open(src, "w") as f:

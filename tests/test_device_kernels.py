@@ -5,6 +5,7 @@ They run on the GPU where cupy finds one (.ci/gpu), else on the stand-in device,
 same CUDA C as host C++ and checks every argument against the kernel's C signature; nvcc, where
 installed, compiles them for a GPU.
 """
+import os
 import shutil
 import subprocess
 
@@ -19,7 +20,7 @@ from caffecli.proto.io import parse_text
 from conftest import enter_gpu_mode, real_gpu_reason
 
 FAMILIES = ["im2col", "pooling", "lrn", "dropout", "solvers", "argmax", "softmax_loss",
-            "batch_norm"]
+            "batch_norm", "scale", "relu"]
 ON_A_GPU = real_gpu_reason() is None
 needs_compiler = pytest.mark.skipif(standin_kernels.compiler() is None,
                                     reason="the stand-in device needs a C++ compiler for "
@@ -62,9 +63,8 @@ def run(text, shape, dtype, seed=1, x=None):
         [net.blob_by_name("x").diff.copy()]
 
 
-def on_each_side(monkeypatch, text, shape, dtype, x=None):
-    """The results on the host, on the device with kernels, and the kernels launched."""
-    host = run(text, shape, dtype, x=x)
+def launches(monkeypatch):
+    """The names of the device kernels launched from now on, as a list that grows."""
     launched = []
     real_launch = device.launch
 
@@ -72,6 +72,13 @@ def on_each_side(monkeypatch, text, shape, dtype, x=None):
         launched.append(name)
         return real_launch(xp, family, name, *args)
     monkeypatch.setattr(device, "launch", counted)
+    return launched
+
+
+def on_each_side(monkeypatch, text, shape, dtype, x=None):
+    """The results on the host, on the device with kernels, and the kernels launched."""
+    host = run(text, shape, dtype, x=x)
+    launched = launches(monkeypatch)
     context.set_mode_gpu()
     try:
         return host, run(text, shape, dtype, x=x), launched
@@ -152,7 +159,7 @@ def test_the_dropout_kernel_draws_the_hosts_mask(in_place, dtype, monkeypatch, k
             'layer { name: "d" type: "Dropout" bottom: "s" top: "%s" dropout_param { '
             'dropout_ratio: 0.3 } }' % ("s" if in_place else "y"))
     host, dev, launched = on_each_side(monkeypatch, text, (4, 5, 7, 3), dtype)
-    assert launched == ["dropout_forward"]
+    assert [n for n in launched if n.startswith("dropout")] == ["dropout_forward"]
     dropped = host[1 if in_place else 2] == 0             # blobs x, s (, y)
     assert 0.2 < dropped.mean() < 0.4
     for a, b in zip(host, dev):
@@ -192,8 +199,42 @@ def test_the_batch_norm_kernels_compute_the_hosts_batch_norm(global_stats, store
     host, dev, launched = on_each_side(monkeypatch, text, (4, 3, 5, 2), dtype)
     kernels = ["batch_norm_global_forward"] if global_stats else \
         ["batch_norm_running_stats", "batch_norm_normalize"]
-    assert launched == ([] if stored and dtype == numpy.float64 else kernels)
+    mine = [n for n in launched if n.startswith("batch_norm")]
+    assert mine == ([] if stored and dtype == numpy.float64 else kernels)
     assert_same(host, dev, dtype)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("param", ["", "bias_term: true", "axis: 1 num_axes: 2 bias_term: true",
+                                   "axis: 0 num_axes: -1"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_scale_kernel_computes_the_hosts_scale(param, in_place, dtype, monkeypatch,
+                                                  kernel_device):
+    """The product, bias and (in place) the kept input for the scale's gradient."""
+    text = ('layer { name: "r" type: "ReLU" bottom: "x" top: "r" } '
+            'layer { name: "s" type: "Scale" bottom: "r" top: "%s" scale_param { %s '
+            'filler { type: "gaussian" } bias_filler { type: "gaussian" } } }'
+            % ("r" if in_place else "y", param))
+    host, dev, launched = on_each_side(monkeypatch, text, (2, 3, 4, 5), dtype)
+    assert [n for n in launched if n.startswith("scale")] == ["scale_forward"]
+    assert_same(host, dev, dtype)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("slope", [0, 0.1])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_the_relu_kernels_compute_the_hosts_relu(slope, in_place, dtype, monkeypatch,
+                                                kernel_device):
+    x = numpy.random.RandomState(6).randn(2, 3, 4, 5)
+    x[0, 0, 0, :3] = [0, numpy.nan, -0.0]
+    text = ('layer { name: "s" type: "Scale" bottom: "x" top: "s" scale_param { '
+            'filler { value: 1 } } } '
+            'layer { name: "r" type: "ReLU" bottom: "s" top: "%s" relu_param { '
+            'negative_slope: %g } }' % ("s" if in_place else "y", slope))
+    host, dev, launched = on_each_side(monkeypatch, text, x.shape, dtype, x=x)
+    assert [n for n in launched if n.startswith("relu")] == ["relu_forward", "relu_backward"]
+    for a, b in zip(host, dev):
+        numpy.testing.assert_array_equal(b, a)
 
 
 def softmax_loss(param, labels, dtype):
@@ -224,13 +265,7 @@ def softmax_loss(param, labels, dtype):
 def test_the_softmax_loss_kernels_compute_the_hosts_loss(param, labels, dtype, monkeypatch,
                                                         kernel_device):
     host = softmax_loss(param, labels, dtype)
-    launched = []
-    real_launch = device.launch
-
-    def counted(xp, family, name, *args):
-        launched.append(name)
-        return real_launch(xp, family, name, *args)
-    monkeypatch.setattr(device, "launch", counted)
+    launched = launches(monkeypatch)
     context.set_mode_gpu()
     try:
         dev = softmax_loss(param, labels, dtype)
@@ -286,6 +321,17 @@ def test_the_standin_checks_each_argument_against_the_kernels_signature(standin)
         device.function(standin, "im2col", "im2cols", f32)
 
 
+def test_built_kernels_go_to_a_writable_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert standin_kernels._cache_folder() == str(tmp_path / "cache" / "caffecli" /
+                                                  "standin-kernels")
+    blocked = tmp_path / "file"
+    blocked.write_text("")                     # a file where the cache folder would go
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
+    folder = standin_kernels._cache_folder()
+    assert not folder.startswith(str(blocked)) and os.access(folder, os.W_OK)
+
+
 @needs_compiler
 def test_kernel_launches_are_recorded_by_a_graph_capture(standin):
     """A launch is one device operation: captured, it runs again at each replay."""
@@ -324,7 +370,8 @@ def test_nvcc_compiles_the_device_kernels(family, dtype, tmp_path):
              "dropout": ["dropout_forward"], "argmax": ["argmax_top_k"],
              "softmax_loss": ["softmax_loss_forward", "softmax_loss_backward"],
              "batch_norm": ["batch_norm_global_forward", "batch_norm_running_stats",
-                            "batch_norm_normalize"],
+                            "batch_norm_normalize"], "scale": ["scale_forward"],
+             "relu": ["relu_forward", "relu_backward"],
              "solvers": ["%s_update" % kind for kind in
                          ("sgd", "nesterov", "adagrad", "rmsprop", "adadelta", "adam")],
              "pooling": ["max_pool_forward", "max_pool_backward", "ave_pool_forward",
@@ -375,13 +422,7 @@ def test_fused_solver_updates_compute_the_array_codes_steps(kind, regularization
     """One kernel per parameter and iteration, the array code's numbers: to the bit on the
     stand-in (like numpy it rounds every operation), to rounding on a GPU (a fused
     multiply-add)."""
-    launched = []
-    real_launch = device.launch
-
-    def counted(xp, family, name, *args):
-        launched.append(name)
-        return real_launch(xp, family, name, *args)
-    monkeypatch.setattr(device, "launch", counted)
+    launched = launches(monkeypatch)
     context.set_mode_gpu()
     try:
         fused = train_three_steps(kind, regularization, iter_size, dtype)

@@ -1,7 +1,7 @@
-"""Device kernels: the CUDA C of kernels/cuda/ (im2col, pooling, LRN, dropout, ArgMax, the
-solvers' updates), compiled once per family, dtype and device through the array module's
-RawModule (cupy's NVRTC; the stand-in builds the same source as host C++), launched over a
-grid-stride range.
+"""Device kernels: the CUDA C of kernels/cuda/ (one file per layer family, and the solvers'
+updates), compiled once per family, dtype and device through the array module's RawModule
+(cupy's NVRTC; the stand-in builds the same source as host C++), launched over a grid-stride
+range.
 
 These are the CAFFE engine's device code where one kernel replaces many array operations. The
 layers keep their array-module code as the reference and the path where kernels are off

@@ -1,9 +1,10 @@
 """LRN: local response normalization across channels or within each channel (Caffe's lrn_layer).
 
 ACROSS_CHANNELS runs compiled on the host where it can (kernels/lrn_jit.py, Caffe's running
-channel sums); the numpy code here is the reference and the device path. WITHIN_CHANNEL
-reproduces Caffe's composition (square -> AVE pooling with its padded divisor
--> power (1 + alpha * s)^-beta -> product with the input), so ``k`` is unused there as in Caffe.
+channel sums) and as device kernels on the GPU (kernels/cuda/lrn.cu); the numpy code here is
+the reference, and the path where neither applies. WITHIN_CHANNEL reproduces Caffe's
+composition (square -> AVE pooling with its padded divisor -> power (1 + alpha * s)^-beta ->
+product with the input), so ``k`` is unused there as in Caffe.
 """
 from ..kernels import device, lrn_jit
 from ..kernels.jit import usable as compiled_usable

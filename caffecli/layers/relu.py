@@ -1,6 +1,7 @@
 """ReLU: max(x, 0) + negative_slope * min(x, 0) (Caffe's relu_layer); compiled one-pass loops
-on the host where they apply (kernels/relu_jit.py), numpy's passes otherwise: the reference."""
-from ..kernels import jit, relu_jit
+on the host where they apply (kernels/relu_jit.py), one device kernel each way on the GPU
+(kernels/cuda/relu.cu), numpy's passes otherwise: the reference."""
+from ..kernels import device, jit, relu_jit
 from ..kernels.activations import step_mask
 from ..kernels.threads import for_parts
 from ..layer import NeuronLayer
@@ -45,3 +46,18 @@ class ReLULayer(NeuronLayer):
             self.xp.multiply(dyf[a:b], step_mask(xa, slope) if slope else xa > 0,
                              out=dxf[a:b])
         for_parts(self.xp, part, xf.size, xf.size)
+
+    def forward_gpu(self, bottom, top):
+        x = bottom[0].data
+        if not device.usable(self.xp, x):
+            return self.forward(bottom, top)
+        slope = x.dtype.type(self.layer_param.relu_param.negative_slope)
+        device.launch(self.xp, "relu", "relu_forward", x.size, x.dtype, x, slope, top[0].data)
+
+    def backward_gpu(self, top, propagate_down, bottom):
+        x = bottom[0].data
+        if not (propagate_down[0] and device.usable(self.xp, x)):
+            return self.backward(top, propagate_down, bottom)
+        slope = x.dtype.type(self.layer_param.relu_param.negative_slope)
+        device.launch(self.xp, "relu", "relu_backward", x.size, x.dtype, x, top[0].diff, slope,
+                      bottom[0].diff)

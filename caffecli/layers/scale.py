@@ -6,7 +6,7 @@ import numpy
 
 from ..blob import Blob
 from ..fillers import fill
-from ..kernels import channel_jit, jit
+from ..kernels import channel_jit, device, jit
 from ..kernels.threads import for_parts
 from ..layer import Layer
 from ..proto import caffe_pb2
@@ -76,6 +76,25 @@ class ScaleLayer(Layer):
         self.xp.multiply(x, scale.reshape(1, dim, 1), out=y)
         if self.bias_layer is not None:
             self.bias_layer.Forward([top[0].blob], [top[0].blob])
+
+    def forward_gpu(self, bottom, top):
+        """The product, the bias and the kept input in one device kernel
+        (kernels/cuda/scale.cu)."""
+        scale = (bottom[1] if len(bottom) > 1 else self.weights[0]).data
+        bias = None if self.bias_layer is None else self.weights[self.bias_param_id].data
+        x, y, xp = bottom[0].data, top[0].data, self.xp
+        factors = [scale] + ([] if bias is None else [bias])
+        if not device.usable(xp, x) or any(f.dtype != x.dtype or not f.flags.c_contiguous
+                                            for f in factors):
+            return self.forward(bottom, top)
+        outer, dim, inner = self.dims
+        in_place = top[0] is bottom[0]
+        if in_place:
+            self.bottom_copy = self.scratch("bottom_copy", (outer, dim, inner), x.dtype)
+        flags = device.ints(bias is not None, dim, inner, in_place)
+        device.launch(xp, "scale", "scale_forward", x.size, x.dtype, x, scale,
+                      scale if bias is None else bias, *flags,
+                      self.bottom_copy if in_place else y, y)
 
     def _backward_compiled(self, top, bottom):
         """The whole backward of a learned scale (and bias) in one compiled pass over top's

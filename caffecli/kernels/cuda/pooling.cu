@@ -3,6 +3,15 @@
 // empty window; mask, when asked, Caffe's h * W + w); AVE divides by the window clipped to the
 // padded map. The backwards gather, per input pixel, the windows that cover it.
 
+// the windows [first, last) along one axis that cover input position at: those p with
+// p * stride - pad <= at < p * stride - pad + kernel, p < out
+__device__ __forceinline__ void covering(const int at, const int pad, const int kernel,
+                                         const int stride, const int out, int* first,
+                                         int* last) {
+  *first = (at + pad < kernel) ? 0 : (at + pad - kernel) / stride + 1;
+  *last = min((at + pad) / stride + 1, out);
+}
+
 extern "C" __global__ void max_pool_forward(
     const int total, const real* __restrict__ x, const int height, const int width,
     const int oh, const int ow, const int kh, const int kw, const int stride_h,
@@ -40,11 +49,9 @@ extern "C" __global__ void max_pool_backward(
     const int w = i % width;
     const int h = (i / width) % height;
     const int map = i / (width * height);
-    // windows p with p * stride - pad <= h < p * stride - pad + kernel
-    const int p0 = (h + pad_h < kh) ? 0 : (h + pad_h - kh) / stride_h + 1;
-    const int p1 = min((h + pad_h) / stride_h + 1, oh);
-    const int q0 = (w + pad_w < kw) ? 0 : (w + pad_w - kw) / stride_w + 1;
-    const int q1 = min((w + pad_w) / stride_w + 1, ow);
+    int p0, p1, q0, q1;
+    covering(h, pad_h, kh, stride_h, oh, &p0, &p1);
+    covering(w, pad_w, kw, stride_w, ow, &q0, &q1);
     const int base = map * oh * ow;
     real sum = 0;
     for (int p = p0; p < p1; ++p) {
@@ -87,10 +94,9 @@ extern "C" __global__ void ave_pool_backward(
     const int w = i % width;
     const int h = (i / width) % height;
     const int map = i / (width * height);
-    const int p0 = (h + pad_h < kh) ? 0 : (h + pad_h - kh) / stride_h + 1;
-    const int p1 = min((h + pad_h) / stride_h + 1, oh);
-    const int q0 = (w + pad_w < kw) ? 0 : (w + pad_w - kw) / stride_w + 1;
-    const int q1 = min((w + pad_w) / stride_w + 1, ow);
+    int p0, p1, q0, q1;
+    covering(h, pad_h, kh, stride_h, oh, &p0, &p1);
+    covering(w, pad_w, kw, stride_w, ow, &q0, &q1);
     const real* grad = dtop + map * oh * ow;
     real sum = 0;
     for (int p = p0; p < p1; ++p) {

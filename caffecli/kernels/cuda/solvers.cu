@@ -14,6 +14,12 @@ __device__ __forceinline__ real regularized(const real g, const real w, const fl
   return scaled;
 }
 
+// the update value u left in diff (as Caffe leaves it) and applied: data -= u
+__device__ __forceinline__ void apply_update(real* data, real* diff, const int i, const real u) {
+  diff[i] = u;
+  data[i] = data[i] - u;
+}
+
 extern "C" __global__ void sgd_update(
     const int total, real* __restrict__ data, real* __restrict__ diff, real* __restrict__ h,
     const float* __restrict__ rate, const float lr_mult, const float norm, const int reg,
@@ -22,8 +28,7 @@ extern "C" __global__ void sgd_update(
     const real g = regularized(diff[i], data[i], norm, reg, decay);
     const real v = h[i] * (real)momentum + (real)(rate[0] * lr_mult) * g;
     h[i] = v;
-    diff[i] = v;
-    data[i] = data[i] - v;
+    apply_update(data, diff, i, v);
   }
 }
 
@@ -37,8 +42,7 @@ extern "C" __global__ void nesterov_update(
     const real v = previous * (real)momentum + (real)(rate[0] * lr_mult) * g;
     h[i] = v;
     const real u = (real)(1.0f + momentum) * v - (real)momentum * previous;
-    diff[i] = u;
-    data[i] = data[i] - u;
+    apply_update(data, diff, i, u);
   }
 }
 
@@ -51,8 +55,7 @@ extern "C" __global__ void adagrad_update(
     const real hist = h[i] + g * g;
     h[i] = hist;
     const real u = (real)(rate[0] * lr_mult) * (g / (sqrt(hist) + (real)delta));
-    diff[i] = u;
-    data[i] = data[i] - u;
+    apply_update(data, diff, i, u);
   }
 }
 
@@ -65,8 +68,7 @@ extern "C" __global__ void rmsprop_update(
     const real hist = h[i] * (real)rms_decay + (real)(1.0f - rms_decay) * (g * g);
     h[i] = hist;
     const real u = (real)(rate[0] * lr_mult) * (g / (sqrt(hist) + (real)delta));
-    diff[i] = u;
-    data[i] = data[i] - u;
+    apply_update(data, diff, i, u);
   }
 }
 
@@ -84,8 +86,7 @@ extern "C" __global__ void adadelta_update(
     const real step = g * sqrt((h2[i] + (real)delta) / (grads + (real)delta));
     h2[i] = h2[i] * keep + mix * (step * step);
     const real u = step * (real)(rate[0] * lr_mult);
-    diff[i] = u;
-    data[i] = data[i] - u;
+    apply_update(data, diff, i, u);
   }
 }
 
@@ -103,7 +104,6 @@ extern "C" __global__ void adam_update(
     v[i] = square;
     const real step = (real)(rate[0] * lr_mult * correction[0]);
     const real u = step * (mean / (sqrt(square) + (real)delta));
-    diff[i] = u;
-    data[i] = data[i] - u;
+    apply_update(data, diff, i, u);
   }
 }
