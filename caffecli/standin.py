@@ -80,6 +80,16 @@ def _call(fn, args, kwargs):
     return result
 
 
+class MemoryPointer:
+    """cupy.cuda.MemoryPointer as far as ``ptr`` goes: the address of a view's first element
+    (what cuDNN's frontend and NCCL take)."""
+
+    __slots__ = ("ptr",)
+
+    def __init__(self, array):
+        self.ptr = array.__array_interface__["data"][0]
+
+
 class ndarray(NDArrayOperatorsMixin):  # noqa: N801 - cupy's name
     """A device array: numpy memory that only device operations and explicit copies touch."""
 
@@ -98,6 +108,7 @@ class ndarray(NDArrayOperatorsMixin):  # noqa: N801 - cupy's name
     itemsize = property(lambda self: self._a.itemsize)
     flags = property(lambda self: self._a.flags)
     T = property(lambda self: ndarray(self._a.T))
+    data = property(lambda self: MemoryPointer(self._a))
 
     def __getattr__(self, name):
         if name.startswith("__"):  # __array_interface__ and friends would leak to the host

@@ -81,8 +81,10 @@ class Tape:
         self.steps.append(step)
 
     def close(self):
-        """Undo the capture's writes to older memory; the steps, for a Graph."""
-        for root, values in self.saved.values():
+        """Undo the capture's writes to older memory; the steps, for a Graph. Newest first: two
+        arrays over the same memory (one made from a pointer) may both be saved, and the older
+        copy holds the values from before the capture."""
+        for root, values in reversed(list(self.saved.values())):
             numpy.copyto(root, values)
         self.saved.clear()
         return self.steps

@@ -218,6 +218,23 @@ def test_a_capture_runs_nothing_and_a_launch_runs_it_on_the_same_memory(standin)
     assert acc.get().tolist() == [22, 24, 26, 28] and c.get().tolist() == [63] * 4
 
 
+def test_a_capture_leaves_memory_reached_by_pointer_as_it_was(standin):
+    """Memory written in a capture through its array and through a view made from its address
+    (as the stand-in cuDNN frontend reaches memory) gets its old values back at the capture's
+    end, whichever array was saved first."""
+    import ctypes
+    a = standin.asarray(numpy.arange(4, dtype=numpy.float64))
+    raw = numpy.frombuffer((ctypes.c_char * 32).from_address(a.data.ptr), numpy.float64)
+    alias = standin.ndarray(raw)
+    s = standin.cuda.Stream(non_blocking=True)
+    with s:
+        s.begin_capture()
+        a += 1                              # a saved first
+        alias *= 10                         # the alias saved with a's new values
+        s.end_capture()
+    assert a.get().tolist() == [0, 1, 2, 3]
+
+
 def test_the_standin_refuses_what_cuda_refuses_while_capturing(standin):
     a = standin.zeros(3, numpy.float32)
     with pytest.raises(RuntimeError, match="default"):
