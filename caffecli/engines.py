@@ -3,14 +3,19 @@ Deconvolution, Pooling, LRN, ReLU, Sigmoid, TanH and Softmax take ``engine: DEFA
 CUDNN``; DEFAULT means CUDNN where cuDNN can run the layer, as in a cuDNN build of Caffe.
 
 CAFFE is caffecli's own device code (the layer's forward_gpu/backward_gpu, or its written-once
-hooks). A CUDNN engine is a class registered here for a type (``@register("ReLU")``); it is
-built with the layer and gets the layer's device views: ``reshape`` (build per-shape plans
-there, see PlanCache), ``forward`` and ``backward``. Where cuDNN is missing, has no
-implementation of the type, or does not take the configuration, the layer runs on CAFFE; a
-layer that asked for CUDNN by name says so in one INFO line. caffecli has no cuDNN engines yet
-(see the README's GPU section), so today every layer resolves to CAFFE.
+hooks). A CUDNN engine is a class registered here for a type (``@register("ReLU")``; the ones
+caffecli has live in kernels/cudnn_engines.py); it is built with the layer and gets the layer's
+device views: ``reshape`` (build per-shape plans there, see PlanCache), ``forward`` and
+``backward``. Where cuDNN is missing, has no engine for the type, or does not take the
+configuration (Caffe's rules here, or ``Unsupported`` raised by the engine's reshape when its
+plan cannot be built), the layer runs on CAFFE; a layer that asked for CUDNN by name, or whose
+plan failed, says so in one INFO line. An engine class with ``by_default = False`` runs only
+where the prototxt names CUDNN. The cuDNN engines stay off until they have run on a GPU
+(``CAFFECLI_CUDNN=1`` turns them on; see the README's GPU section).
 """
+import importlib
 import importlib.util
+import os
 
 from . import backend, glog
 from .proto import caffe_pb2
@@ -22,6 +27,10 @@ _PARAMS = {"Convolution": "convolution_param", "Deconvolution": "convolution_par
            "Sigmoid": "sigmoid_param", "TanH": "tanh_param", "Softmax": "softmax_param"}
 _CUDNN = {}              # layer type -> CUDNN engine class
 _MULTIPLE_TOPS = "cuDNN does not support multiple tops"
+
+
+class Unsupported(Exception):
+    """Raised by a CUDNN engine's reshape: cuDNN cannot run this shape or configuration."""
 
 
 def register(layer_type):
@@ -41,12 +50,20 @@ def requested(layer_param):
     return type(sub).Engine.Name(sub.engine)
 
 
+def enabled():
+    """Whether the cuDNN engines are on (CAFFECLI_CUDNN=1: off until verified on a GPU)."""
+    return os.environ.get("CAFFECLI_CUDNN", "0") not in ("", "0")
+
+
 def cudnn_missing():
     """Why the process cannot use cuDNN (None when it can)."""
+    if not enabled():
+        return "caffecli's cuDNN engines are off until verified on a GPU (CAFFECLI_CUDNN=1)"
     if backend.is_standin():
         return "the stand-in device has no cuDNN"
     if importlib.util.find_spec("cudnn") is None:
         return "NVIDIA's cudnn frontend is not installed (pip install nvidia-cudnn-frontend)"
+    importlib.import_module(".kernels.cudnn_engines", __package__)   # registers the engines
     return None
 
 
@@ -76,7 +93,10 @@ def choose(layer_param, num_tops):
         return CAFFE, None
     reason = cudnn_missing()
     if reason is None and layer_param.type not in _CUDNN:
-        reason = "caffecli has no cuDNN %s engine yet" % layer_param.type
+        reason = "caffecli has no cuDNN %s engine" % layer_param.type
+    if reason is None and asked == "DEFAULT" and not getattr(
+            _CUDNN[layer_param.type], "by_default", True):
+        return CAFFE, "DEFAULT runs %s on caffecli's own kernel" % layer_param.type
     if reason is None:
         reason = cudnn_limit(layer_param, num_tops)
     if reason is None:
@@ -94,6 +114,12 @@ def device_engine(layer, num_tops):
     """The CUDNN engine object for ``layer`` or None (CAFFE)."""
     engine, _ = choose(layer.layer_param, num_tops)
     return _CUDNN[layer.layer_param.type](layer) if engine == CUDNN else None
+
+
+def fall_back(layer, reason):
+    """The INFO line of a layer whose CUDNN engine could not take its shape: CAFFE runs it."""
+    glog.info("engines.fallback", "Layer %s: cuDNN cannot run it (%s); using engine CAFFE "
+              "(caffecli's own device code)" % (layer.name, reason))
 
 
 class PlanCache:

@@ -198,7 +198,11 @@ class Layer:
         self._guarded(self.reshape, b, t)
         engine = self.device_engine() if side == GPU else None
         if engine is not None:
-            engine.reshape(b, t)
+            try:
+                engine.reshape(b, t)
+            except engines.Unsupported as exc:    # this shape is CAFFE's from now on
+                engines.fall_back(self, exc)
+                engine = self._device_engine = None
         return engine
 
     def Reshape(self, bottom, top):  # noqa: N802

@@ -38,7 +38,8 @@ def test_caffes_rules_for_what_cudnn_cannot_run(text, tops, limited):
     assert (reason is None) if limited is None else (limited in reason)
 
 
-def test_without_cudnn_a_layer_that_asked_for_it_says_so_once(standin, logs):
+def test_without_cudnn_a_layer_that_asked_for_it_says_so_once(standin, logs, monkeypatch):
+    monkeypatch.setenv("CAFFECLI_CUDNN", "1")
     asked = layer_param('name: "c1" type: "ReLU" relu_param { engine: CUDNN }')
     assert engines.choose(asked, 1) == (engines.CAFFE, "the stand-in device has no cuDNN")
     assert engines.choose(layer_param('name: "c2" type: "ReLU"'), 1)[0] == engines.CAFFE
