@@ -63,7 +63,10 @@ def cudnn_missing():
         return "the stand-in device has no cuDNN"
     if importlib.util.find_spec("cudnn") is None:
         return "NVIDIA's cudnn frontend is not installed (pip install nvidia-cudnn-frontend)"
-    importlib.import_module(".kernels.cudnn_engines", __package__)   # registers the engines
+    try:
+        importlib.import_module(".kernels.cudnn_engines", __package__)   # registers them
+    except Exception as exc:   # the frontend found no cuDNN library, or another version's
+        return "the cuDNN frontend failed to load (%s: %s)" % (type(exc).__name__, exc)
     return None
 
 

@@ -222,6 +222,9 @@ class pygraph:  # noqa: N801 - the frontend's name
     def deselect_numeric_notes(self, notes):
         self.deselected = list(notes)
 
+    def deselect_workspace_greater_than(self, limit):
+        self.workspace_limit = limit
+
     def check_support(self):
         pass
 
@@ -231,6 +234,7 @@ class pygraph:  # noqa: N801 - the frontend's name
                               {t.name: t.dim for t in self.tensors if not t.virtual})))
 
     def get_workspace_size(self):
+        assert self.workspace_limit >= 256
         return 256
 
     # ---- running -----------------------------------------------------------------------

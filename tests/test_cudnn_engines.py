@@ -235,6 +235,15 @@ def test_engines_stay_off_unless_asked_for(monkeypatch):
         "(CAFFECLI_CUDNN=1)")
 
 
+def test_a_frontend_that_fails_to_load_is_a_reason_not_a_crash(monkeypatch):
+    monkeypatch.setenv("CAFFECLI_CUDNN", "1")
+    monkeypatch.setattr(engines.backend, "is_standin", lambda: False)
+    monkeypatch.setattr(engines.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setitem(sys.modules, "cudnn", None)          # import cudnn raises ImportError
+    monkeypatch.delitem(sys.modules, "caffecli.kernels.cudnn_engines", raising=False)
+    assert engines.cudnn_missing().startswith("the cuDNN frontend failed to load (ModuleNotFound")
+
+
 @stand_in_only
 def test_a_captured_graph_replays_the_cudnn_plans(frontend, monkeypatch):
     """CUDA graphs capture cuDNN's executes (on the stand-in, as recorded device operations)

@@ -16,6 +16,7 @@ _KINDS = {"float32": cudnn.data_type.FLOAT, "float64": cudnn.data_type.DOUBLE}
 _STRICT_FP32 = [getattr(cudnn.numerical_note, n) for n in
                 ("TENSOR_CORE", "DOWN_CONVERT_INPUTS", "REDUCED_PRECISION_REDUCTION")
                 if hasattr(cudnn.numerical_note, n)]
+WORKSPACE_LIMIT = 256 << 20  # bytes: plans needing more are left out (each plan keeps its own)
 _local = threading.local()   # .handles: device id -> [handle, the stream it is bound to]
 
 
@@ -53,15 +54,16 @@ class Plan:
         if kind is None:
             raise engines.Unsupported("caffecli's cuDNN engines take float32 and float64, "
                                       "not %s" % numpy.dtype(dtype).name)
-        graph = cudnn.pygraph(io_data_type=kind, intermediate_data_type=kind,
-                              compute_data_type=kind, handle=_handle(xp))
         try:
+            graph = cudnn.pygraph(io_data_type=kind, intermediate_data_type=kind,
+                                  compute_data_type=kind, handle=_handle(xp))
             self.tensors = make(graph, kind)
             graph.validate()
             graph.build_operation_graph()
             graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
             if kind == cudnn.data_type.FLOAT:
                 graph.deselect_numeric_notes(_STRICT_FP32)
+            graph.deselect_workspace_greater_than(WORKSPACE_LIMIT)
             graph.check_support()
             graph.build_plans()
             size = int(graph.get_workspace_size())
