@@ -355,6 +355,23 @@ def test_kernel_launches_are_recorded_by_a_graph_capture(standin):
     numpy.testing.assert_array_equal(top.get().ravel(), [14, 18, 22, 38, 42, 46])
 
 
+KERNELS = {"im2col": ["im2col", "col2im"], "lrn": ["lrn_forward", "lrn_backward"],
+           "dropout": ["dropout_forward"], "argmax": ["argmax_top_k"],
+           "softmax_loss": ["softmax_loss_forward", "softmax_loss_backward"],
+           "batch_norm": ["batch_norm_global_forward", "batch_norm_running_stats",
+                          "batch_norm_normalize"], "scale": ["scale_forward"],
+           "relu": ["relu_forward", "relu_backward"],
+           "solvers": ["%s_update" % kind for kind in
+                       ("sgd", "nesterov", "adagrad", "rmsprop", "adadelta", "adam")],
+           "pooling": ["max_pool_forward", "max_pool_backward", "ave_pool_forward",
+                       "ave_pool_backward"]}
+
+
+def assert_entries(family, ptx):
+    for name in KERNELS[family]:
+        assert ".entry %s(" % name in ptx
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (the CUDA toolkit) is not "
                     "installed: the device kernels are compiled for a GPU where it is")
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
@@ -365,95 +382,34 @@ def test_nvcc_compiles_the_device_kernels(family, dtype, tmp_path):
     done = subprocess.run(["nvcc", "--ptx", "-o", str(tmp_path / "k.ptx"),
                            str(src)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    ptx = (tmp_path / "k.ptx").read_text()
-    names = {"im2col": ["im2col", "col2im"], "lrn": ["lrn_forward", "lrn_backward"],
-             "dropout": ["dropout_forward"], "argmax": ["argmax_top_k"],
-             "softmax_loss": ["softmax_loss_forward", "softmax_loss_backward"],
-             "batch_norm": ["batch_norm_global_forward", "batch_norm_running_stats",
-                            "batch_norm_normalize"], "scale": ["scale_forward"],
-             "relu": ["relu_forward", "relu_backward"],
-             "solvers": ["%s_update" % kind for kind in
-                         ("sgd", "nesterov", "adagrad", "rmsprop", "adadelta", "adam")],
-             "pooling": ["max_pool_forward", "max_pool_backward", "ave_pool_forward",
-                         "ave_pool_backward"]}[family]
-    for name in names:
-        assert ".entry %s(" % name in ptx
+    assert_entries(family, (tmp_path / "k.ptx").read_text())
 
 
-SOLVER_NET = """
-layer { name: "data" type: "DummyData" top: "x" top: "target" dummy_data_param {
-  shape { dim: 4 dim: 2 dim: 5 dim: 5 } shape { dim: 4 dim: 4 }
-  data_filler { type: "gaussian" } data_filler { type: "constant" value: 1 } } }
-layer { name: "conv" type: "Convolution" bottom: "x" top: "c"
-  param { lr_mult: 1 decay_mult: 1 } param { lr_mult: 2 decay_mult: 0 }
-  convolution_param { num_output: 3 kernel_size: 3 weight_filler { type: "gaussian" std: 0.3 }
-  bias_filler { type: "constant" value: 0.1 } } }
-layer { name: "ip" type: "InnerProduct" bottom: "c" top: "y" param { lr_mult: 0.5 decay_mult: 3 }
-  inner_product_param { num_output: 4 bias_term: false weight_filler { type: "gaussian" } } }
-layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "target" top: "loss" }
-"""
-
-
-def train_three_steps(kind, regularization, iter_size, dtype, solver_class=None):
-    """Weights, diffs and histories after three steps of a small net."""
-    from caffecli.solvers import get_solver
-    param = parse_text('type: "%s" base_lr: 0.05 lr_policy: "step" gamma: 0.5 stepsize: 2 '
-                       'weight_decay: 0.01 regularization_type: "%s" iter_size: %d '
-                       'display: 0 random_seed: 3 snapshot_after_train: false max_iter: 3'
-                       % (kind, regularization, iter_size), caffe_pb2.SolverParameter())
-    if kind in ("SGD", "Nesterov", "AdaDelta", "Adam"):
-        param.momentum = 0.9
-    if kind == "RMSProp":
-        param.rms_decay = 0.95
-    param.net_param.CopyFrom(parse_text(SOLVER_NET, caffe_pb2.NetParameter()))
-    solver = (solver_class or get_solver)(param, dtype=dtype)
-    solver.step(3)
-    blobs = solver.net.learnable_params + list(solver.history_blobs())
-    return [b.data.copy() for b in blobs] + [b.diff.copy() for b in solver.net.learnable_params]
-
-
-@pytest.mark.parametrize("kind,regularization,iter_size,dtype", [
-    ("SGD", "L2", 1, numpy.float32), ("SGD", "L1", 2, numpy.float64),
-    ("Nesterov", "L2", 1, numpy.float32), ("AdaGrad", "L1", 1, numpy.float32),
-    ("RMSProp", "L2", 2, numpy.float32), ("AdaDelta", "L2", 1, numpy.float32),
-    ("Adam", "L1", 1, numpy.float32), ("Adam", "L2", 2, numpy.float64)])
-def test_fused_solver_updates_compute_the_array_codes_steps(kind, regularization, iter_size,
-                                                            dtype, monkeypatch, kernel_device):
-    """One kernel per parameter and iteration, the array code's numbers: to the bit on the
-    stand-in (like numpy it rounds every operation), to rounding on a GPU (a fused
-    multiply-add)."""
-    launched = launches(monkeypatch)
-    context.set_mode_gpu()
+def nvrtc():
+    """cuda-python's NVRTC bindings (the compiler cupy's RawModule uses), or None."""
     try:
-        fused = train_three_steps(kind, regularization, iter_size, dtype)
-        updates = [n for n in launched if n.endswith("_update")]
-        assert updates == ["%s_update" % kind.lower()] * (3 * 3)      # 3 parameters, 3 steps
-        monkeypatch.setenv("CAFFECLI_DEVICE_KERNELS", "0")
-        del launched[:]
-        arrays = train_three_steps(kind, regularization, iter_size, dtype)
-        assert launched == []
-    finally:
-        context.set_mode_cpu()
-    for a, b in zip(arrays, fused):
-        numpy.testing.assert_allclose(b, a, rtol=1e-5 if ON_A_GPU else 0, atol=0)
+        from cuda.bindings import nvrtc as module
+        return module if module.nvrtcVersion()[0] == module.nvrtcResult.NVRTC_SUCCESS else None
+    except Exception:   # not installed, or no NVRTC library to load
+        return None
 
 
-def test_a_solver_that_overrides_an_update_step_keeps_the_array_code(monkeypatch,
-                                                                     kernel_device):
-    from caffecli.solvers.sgd import SGDSolver
-
-    class HalfSteps(SGDSolver):
-        def compute_update_value(self, param_id, rate):
-            super().compute_update_value(param_id, rate)
-            self.param_at(param_id).diff[...] *= numpy.float32(0.5)
-    context.set_mode_gpu()
-    try:
-        plain = train_three_steps("SGD", "L2", 1, numpy.float32)
-        halved = train_three_steps("SGD", "L2", 1, numpy.float32, HalfSteps)
-        monkeypatch.setenv("CAFFECLI_DEVICE_KERNELS", "0")
-        reference = train_three_steps("SGD", "L2", 1, numpy.float32, HalfSteps)
-    finally:
-        context.set_mode_cpu()
-    assert not numpy.array_equal(plain[0], halved[0])
-    for a, b in zip(reference, halved):
-        numpy.testing.assert_array_equal(b, a)
+@pytest.mark.skipif(nvrtc() is None, reason="NVRTC (cuda-python's cuda.bindings.nvrtc) is not "
+                    "installed: cupy compiles the kernels with it on a GPU machine")
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_nvrtc_compiles_the_device_kernels_for_an_h100(family, dtype):
+    """NVRTC, as cupy runs it (no headers, only its built-in functions), for sm_90."""
+    rt = nvrtc()
+    _, program = rt.nvrtcCreateProgram(device.source(family, dtype).encode(),
+                                       b"%s.cu" % family.encode(), 0, [], [])
+    options = [b"--gpu-architecture=compute_90"]
+    result = rt.nvrtcCompileProgram(program, len(options), options)[0]
+    size = rt.nvrtcGetProgramLogSize(program)[1]
+    log = b" " * size
+    rt.nvrtcGetProgramLog(program, log)
+    assert result == rt.nvrtcResult.NVRTC_SUCCESS, log.decode(errors="replace")
+    size = rt.nvrtcGetPTXSize(program)[1]
+    ptx = b" " * size
+    rt.nvrtcGetPTX(program, ptx)
+    assert_entries(family, ptx.decode(errors="replace"))
