@@ -120,8 +120,9 @@ class Layer:
     def explain_nonfinite_loss(self):
         """Called when this layer's loss comes back NaN or infinite: raise if bad input (not
         the numbers) is why. Label-reading losses check labels they deferred on the device."""
-        if getattr(self, "label_check", None) is not None:
-            labels, bad, num_labels = self.label_check
+        check = getattr(self, "label_check", None)
+        if check is not None:
+            labels, bad, num_labels = check() if callable(check) else check
             if bool(bad.any()):
                 v = int(labels[bad].reshape(-1)[0])
                 raise self.error("label value %d out of range [0, %d)" % (v, num_labels))

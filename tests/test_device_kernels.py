@@ -20,7 +20,7 @@ from caffecli.proto.io import parse_text
 from conftest import enter_gpu_mode, real_gpu_reason
 
 FAMILIES = ["im2col", "pooling", "lrn", "dropout", "solvers", "argmax", "softmax_loss",
-            "batch_norm", "scale", "relu"]
+            "batch_norm", "scale", "relu", "reduce"]
 ON_A_GPU = real_gpu_reason() is None
 needs_compiler = pytest.mark.skipif(standin_kernels.compiler() is None,
                                     reason="the stand-in device needs a C++ compiler for "
@@ -39,9 +39,10 @@ def kernel_device(monkeypatch):
     context.set_mode_cpu()
 
 
-def run(text, shape, dtype, seed=1, x=None):
-    """Every blob's data and x's diff after one forward and backward of the net ``text``
-    (input x: ``x``, or normal values), only the data for a net with no backward."""
+def run(text, shape, dtype, seed=1, x=None, param_diffs=False):
+    """Every blob's data and x's diff (and with ``param_diffs`` the parameters' diffs) after
+    one forward and backward of the net ``text`` (input x: ``x``, or normal values), only the
+    data for a net with no backward."""
     rs = numpy.random.RandomState(seed)
     backward = "ArgMax" not in text
     context.set_random_seed(7)
@@ -58,30 +59,33 @@ def run(text, shape, dtype, seed=1, x=None):
         if name != "x":
             blob = net.blob_by_name(name)
             blob.diff[...] = rs.randn(*blob.shape)
+    for layer in net.layers:
+        for p in layer.blobs:
+            p.diff[...] = 0.5          # gradients accumulate, as in Caffe
     net.backward_pass()
     return [net.blob_by_name(n).data.copy() for n in net.blob_names] + params + \
-        [net.blob_by_name("x").diff.copy()]
+        [net.blob_by_name("x").diff.copy()] + \
+        [p.diff.copy() for layer in net.layers for p in layer.blobs if param_diffs]
 
 
 def launches(monkeypatch):
     """The names of the device kernels launched from now on, as a list that grows."""
     launched = []
-    real_launch = device.launch
-
-    def counted(xp, family, name, *args):
-        launched.append(name)
-        return real_launch(xp, family, name, *args)
-    monkeypatch.setattr(device, "launch", counted)
+    for kind in ("launch", "launch_blocks"):
+        def counted(xp, family, name, *args, real=getattr(device, kind)):
+            launched.append(name)
+            return real(xp, family, name, *args)
+        monkeypatch.setattr(device, kind, counted)
     return launched
 
 
-def on_each_side(monkeypatch, text, shape, dtype, x=None):
+def on_each_side(monkeypatch, text, shape, dtype, x=None, param_diffs=False):
     """The results on the host, on the device with kernels, and the kernels launched."""
-    host = run(text, shape, dtype, x=x)
+    host = run(text, shape, dtype, x=x, param_diffs=param_diffs)
     launched = launches(monkeypatch)
     context.set_mode_gpu()
     try:
-        return host, run(text, shape, dtype, x=x), launched
+        return host, run(text, shape, dtype, x=x, param_diffs=param_diffs), launched
     finally:
         context.set_mode_cpu()
 
@@ -132,10 +136,12 @@ def test_im2col_kernels_compute_the_hosts_convolution(kind, param, hw, dtype, mo
     text = ('layer { name: "c" type: "%s" bottom: "x" top: "y" convolution_param { %s '
             'weight_filler { type: "gaussian" std: 0.3 } bias_filler { type: "gaussian" } } }'
             % (kind, param))
-    host, dev, launched = on_each_side(monkeypatch, text, (3, 6) + hw, dtype)
-    # Convolution: columns forward, again for the weights' gradient, col2im backward
-    # (Deconvolution: col2im forward, im2col backward)
-    assert set(launched) == {"im2col", "col2im"}
+    host, dev, launched = on_each_side(monkeypatch, text, (3, 6) + hw, dtype, param_diffs=True)
+    # Convolution: columns forward, again for the weights' gradient, col2im backward, the
+    # product moved into place with the bias (Deconvolution: col2im forward, im2col backward);
+    # the bias gradient's sums
+    assert set(launched) == {"im2col", "col2im", "channel_sums"} | (
+        {"images_first_bias"} if kind == "Convolution" else set())
     assert_same(host, dev, dtype)
 
 
@@ -275,10 +281,35 @@ def test_the_softmax_loss_kernels_compute_the_hosts_loss(param, labels, dtype, m
     if host[2] is not None:
         assert "label value 7 out of range [0, 5)" in host[2]
         return
-    assert launched == ["softmax_loss_forward", "softmax_loss_backward"]
+    assert launched == ["softmax_loss_forward", "softmax_loss_total", "softmax_loss_backward"]
     tol = 1e-6 if dtype == numpy.float32 else 1e-13
     numpy.testing.assert_allclose(dev[0], host[0], rtol=tol)
     numpy.testing.assert_allclose(dev[1], host[1], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("text,shape", [
+    ('layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { '
+     'num_output: 7 weight_filler { type: "gaussian" } bias_filler { type: "gaussian" } } }',
+     (5, 3, 2)),
+    ('layer { name: "b" type: "Bias" bottom: "x" top: "y" bias_param { axis: 1 num_axes: 2 '
+     'filler { type: "gaussian" } } }', (3, 4, 5, 6)),
+    ('layer { name: "p" type: "Power" bottom: "x" top: "s" } '
+     'layer { name: "s" type: "Scale" bottom: "s" top: "s" scale_param { bias_term: true '
+     'filler { type: "gaussian" } bias_filler { type: "gaussian" } } }', (2, 5, 33, 31)),
+    # one image: Caffe writes the scale's sums where it otherwise adds them
+    ('layer { name: "s" type: "Scale" bottom: "x" top: "y" scale_param { '
+     'filler { type: "gaussian" } } }', (1, 4, 3, 3)),
+])
+def test_per_channel_gradients_are_one_block_reduction_per_channel(text, shape, dtype,
+                                                                   monkeypatch, kernel_device):
+    """Bias gradients and Scale's by channel_sums, a block per channel (only 3 blocks here, so
+    on a GPU the blocks also stride over the channels) summing a grid-stride share per thread;
+    the parameters' diffs start at 0.5, so adding and writing differ."""
+    monkeypatch.setattr(device, "MAX_BLOCKS", 3)
+    host, dev, launched = on_each_side(monkeypatch, text, shape, dtype, param_diffs=True)
+    assert "channel_sums" in launched
+    assert_same(host, dev, dtype)
 
 
 def test_kernels_turned_off_leave_the_array_code(monkeypatch, kernel_device):
@@ -355,9 +386,11 @@ def test_kernel_launches_are_recorded_by_a_graph_capture(standin):
     numpy.testing.assert_array_equal(top.get().ravel(), [14, 18, 22, 38, 42, 46])
 
 
-KERNELS = {"im2col": ["im2col", "col2im"], "lrn": ["lrn_forward", "lrn_backward"],
+KERNELS = {"im2col": ["im2col", "col2im", "images_first_bias"],
+           "lrn": ["lrn_forward", "lrn_backward"],
            "dropout": ["dropout_forward"], "argmax": ["argmax_top_k"],
-           "softmax_loss": ["softmax_loss_forward", "softmax_loss_backward"],
+           "softmax_loss": ["softmax_loss_forward", "softmax_loss_total",
+                            "softmax_loss_backward"], "reduce": ["channel_sums"],
            "batch_norm": ["batch_norm_global_forward", "batch_norm_running_stats",
                           "batch_norm_normalize"], "scale": ["scale_forward"],
            "relu": ["relu_forward", "relu_backward"],

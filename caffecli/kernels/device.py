@@ -12,7 +12,8 @@ import threading
 
 import numpy
 
-THREADS = 256            # threads per block
+THREADS = 256            # threads per block (CAFFECLI_THREADS in common.cuh)
+MAX_BLOCKS = 65535       # blocks of a block-reduction launch
 _SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda")
 _REAL = {numpy.dtype(numpy.float32): "float", numpy.dtype(numpy.float64): "double"}
 _modules = {}
@@ -63,6 +64,14 @@ def launch(xp, family, name, total, dtype, *args):
         return
     blocks = (total + THREADS - 1) // THREADS
     function(xp, family, name, dtype)((blocks,), (THREADS,), (numpy.int32(total),) + args)
+
+
+def launch_blocks(xp, family, name, total, dtype, *args):
+    """Run block-reduction kernel ``name`` (common.cuh's block_sum): one block of THREADS per
+    item of ``total`` (at most MAX_BLOCKS; the kernel strides over the rest)."""
+    if total > 0:
+        function(xp, family, name, dtype)((min(total, MAX_BLOCKS),), (THREADS,),
+                                          (numpy.int32(total),) + args)
 
 
 def ints(*values):

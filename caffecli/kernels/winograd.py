@@ -7,9 +7,9 @@ That is 16 multiplies per 4 outputs instead of 36, so the GEMM work falls 2.25x,
 transforms that are additions only. The input gradient is the same algorithm on dy (the
 filters turned, pad 2 - pad); the weight gradient sums (A e A^T) . (B^T d B) over the tiles,
 reusing the forward's input tiles, and takes G^T (.) G once per filter. The transforms are
-compiled loops (kernels/jit.py); the GEMMs are BLAS's. Results differ from im2col's by float32 rounding (about 1e-6 of the
-largest output), which is why only ``engine: DEFAULT`` layers take this path and
-``engine: CAFFE`` keeps Caffe's im2col arithmetic.
+compiled loops (kernels/jit.py); the GEMMs are BLAS's. Results differ from im2col's by float32
+rounding (about 1e-6 of the largest output), which is why only ``engine: DEFAULT`` layers take
+this path and ``engine: CAFFE`` keeps Caffe's im2col arithmetic.
 """
 import numpy
 

@@ -6,6 +6,7 @@ import numpy
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import device
+from ..kernels.channel_sums import channel_sums
 from ..kernels import im2col as ic
 from ..kernels import im2col_jit, jit
 from ..kernels.threads import for_parts, num_threads
@@ -326,4 +327,6 @@ class BaseConvolutionLayer(Layer):
     def _bias_grad(self, dy):
         """Add the bias gradient of dy (num, num_output, P)."""
         if self.bias_term and self.param_propagate_down[1]:
-            self.weights[1].diff[...] += dy.sum(axis=(0, 2))
+            diff = self.weights[1].diff
+            if not channel_sums(self.xp, dy, diff):
+                diff[...] += dy.sum(axis=(0, 2))

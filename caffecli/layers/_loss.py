@@ -19,20 +19,27 @@ def normalization_mode(loss_param, legacy_default):
     return loss_param.normalization if legacy_default is None else legacy_default
 
 
+def normalizer_count(layer, mode, outer, inner, counts_valid):
+    """What Caffe's get_normalizer divides by for ``mode``: a number of positions, or None
+    where it is the number of valid ones (VALID, when ``counts_valid``: an ignore_label)."""
+    if mode == NORM.FULL:
+        return outer * inner
+    if mode == NORM.VALID:
+        return None if counts_valid else outer * inner
+    if mode == NORM.BATCH_SIZE:
+        return outer
+    if mode == NORM.NONE:
+        return 1
+    raise layer.error("Unknown normalization mode: %d" % mode)
+
+
 def get_normalizer(layer, mode, outer, inner, valid_count, dtype):
     """Caffe's get_normalizer: the divisor for a mode, never below 1 (avoids NaN when nothing
     is valid). ``valid_count`` -1 means every position counts."""
-    if mode == NORM.FULL:
-        n = outer * inner
-    elif mode == NORM.VALID:
-        n = outer * inner if isinstance(valid_count, int) and valid_count == -1 \
-            else valid_count
-    elif mode == NORM.BATCH_SIZE:
-        n = outer
-    elif mode == NORM.NONE:
-        n = 1
-    else:
-        raise layer.error("Unknown normalization mode: %d" % mode)
+    n = normalizer_count(layer, mode, outer, inner,
+                         not (isinstance(valid_count, int) and valid_count == -1))
+    if n is None:
+        n = valid_count
     if backend.is_device_array(n):   # a count left on the device: the same float, there
         return backend.array_module(n).maximum(n.astype(dtype), dtype.type(1))
     return dtype.type(max(1.0, float(dtype.type(n))))

@@ -2,6 +2,7 @@
 bias_layer)."""
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels.channel_sums import channel_sums
 from ..layer import Layer
 from ..registry import register_layer
 from ._broadcast import broadcast_dims, factor_shape
@@ -41,8 +42,10 @@ class BiasLayer(Layer):
             bottom[0].diff[...] = top[0].diff
         learned = len(bottom) == 1
         if (learned and self.param_propagate_down[0]) or (not learned and propagate_down[1]):
-            outer, dim, inner = self.dims
-            total = top[0].diff.reshape(outer, dim, inner).sum(axis=(0, 2))
+            dy = top[0].diff.reshape(self.dims)
+            if learned and channel_sums(self.xp, dy, self.weights[0].diff.reshape(-1)):
+                return
+            total = dy.sum(axis=(0, 2))
             if learned:
                 self.weights[0].diff.reshape(-1)[...] += total
             else:

@@ -1,7 +1,7 @@
 """Convolution: im2col and grouped GEMMs over a chunk of images, a plain GEMM for 1x1 kernels
 (Caffe's conv_layer), or Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``."""
+from ..kernels import device, jit, winograd
 from ..kernels import im2col as ic
-from ..kernels import jit, winograd
 from ..kernels.gemm import gemm_stack
 from ..registry import register_layer
 from ._base_conv import COL_CHUNK_ELEMENTS, BaseConvolutionLayer, prod
@@ -92,7 +92,15 @@ class ConvolutionLayer(BaseConvolutionLayer):
     def _image_shape(self):
         return (self.num, self.channels) + tuple(self.in_shape)
 
-    def _im2col_forward(self, x, w, y):
+    def _fused_bias(self, y):
+        """The bias, where one device kernel adds it as it moves each chunk's product into
+        place (every chunk holds several images), else None."""
+        if not (self.bias_term and self.chunk > 1 and (self.num - 1) % self.chunk):
+            return None
+        bias = self.weights[1].data
+        return bias if device.usable(self.xp, y, bias) else None
+
+    def _im2col_forward(self, x, w, y, bias=None):
         xp, g, m = self.xp, self.group, self.num_output
         P = y.shape[2]
         for n0, n1 in self._chunks():
@@ -100,10 +108,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
             col = self._columns(x, n0, n1)
             if nb == 1:
                 gemm_stack(xp, w, col, y[n0].reshape(g, m // g, P))
-            else:
-                out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb),
-                                                         col.dtype))
+                continue
+            out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb), col.dtype))
+            if bias is None:
                 self._images_first(out, y[n0:n1])
+            else:
+                device.launch(xp, "im2col", "images_first_bias", out.size, out.dtype, out, bias,
+                              *device.ints(nb, m, P), y[n0:n1])
 
     def forward(self, bottom, top):
         m = self.num_output
@@ -113,11 +124,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
         for b, t in zip(bottom, top):
             x = b.data.reshape(self._image_shape())
             y = t.data.reshape(self.num, m, P)
+            bias = None
             if self._winograd(x, y.reshape((self.num, m) + tuple(self.out_shape)), False):
                 winograd_done = True
             else:
-                self._im2col_forward(x, w, y)
-            if self.bias_term:
+                bias = self._fused_bias(y)
+                self._im2col_forward(x, w, y, bias)
+            if self.bias_term and bias is None:
                 y += self.weights[1].data.reshape(1, m, 1)
         # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
         # single image has none: its input is its columns)

@@ -1,6 +1,7 @@
 """InnerProduct: a fully connected layer, y = x W^T + b (or x W with transpose: true)."""
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels.channel_sums import channel_sums
 from ..kernels.gemm import gemm
 from ..layer import Layer
 from ..registry import register_layer
@@ -56,6 +57,8 @@ class InnerProductLayer(Layer):
             a, b = (x.T, dy) if self.transpose else (dy.T, x)
             gemm(self.xp, a, b, self.weights[0].diff, accumulate=True)
         if self.bias_term and self.param_propagate_down[1]:
-            self.weights[1].diff[...] += dy.sum(axis=0)
+            diff = self.weights[1].diff
+            if not channel_sums(self.xp, dy.reshape(self.M, self.num_output, 1), diff):
+                diff[...] += dy.sum(axis=0)
         if propagate_down[0]:
             gemm(self.xp, dy, self._weight().T, bottom[0].diff.reshape(self.M, self.K))

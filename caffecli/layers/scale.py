@@ -7,6 +7,7 @@ import numpy
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import channel_jit, device, jit
+from ..kernels.channel_sums import channel_sums
 from ..kernels.threads import for_parts
 from ..layer import Layer
 from ..proto import caffe_pb2
@@ -118,15 +119,18 @@ class ScaleLayer(Layer):
         self._store_scale_sums(scale, sums[1], learned=True)
         return True
 
-    def _store_scale_sums(self, scale, total, learned):
-        """Put the per-channel sums of dy * x into the scale's diff as Caffe does: it
-        accumulates into a learned scale's diff except where the outer dimension is 1 and it
-        writes the sums directly (element-wise or vector scale); a bottom scale is written."""
+    def _scale_sums_accumulate(self, learned):
+        """Whether the per-channel sums of dy * x add into the scale's diff, as Caffe does for
+        a learned scale except where the outer dimension is 1 and it writes them directly
+        (element-wise or vector scale); a bottom scale's diff is written."""
         outer, dim, inner = self.dims
-        if not learned or (outer == 1 and (inner == 1 or dim > 1)):
-            scale.diff.reshape(-1)[...] = total
-        else:
+        return learned and not (outer == 1 and (inner == 1 or dim > 1))
+
+    def _store_scale_sums(self, scale, total, learned):
+        if self._scale_sums_accumulate(learned):
             scale.diff.reshape(-1)[...] += total
+        else:
+            scale.diff.reshape(-1)[...] = total
 
     def backward(self, top, propagate_down, bottom):
         if propagate_down[0] and self._backward_compiled(top, bottom):
@@ -143,13 +147,13 @@ class ScaleLayer(Layer):
             scratch = not in_place and outer * inner != 1 and not propagate_down[0]
             if scratch:
                 product = dy * x
-                total = product.sum(axis=(0, 2))
-            else:  # the same sums without the full-size product
-                total = self.xp.einsum("odi,odi->d", dy, x)
-            self._store_scale_sums(scale, total, learned)
-            if scratch:
+                self._store_scale_sums(scale, product.sum(axis=(0, 2)), learned)
                 # Caffe keeps this product in bottom[0]'s diff as scratch space.
                 bottom[0].diff.reshape(outer, dim, inner)[...] = product
+            elif not channel_sums(self.xp, dy, scale.diff.reshape(-1), times=x,
+                                  accumulate=self._scale_sums_accumulate(learned)):
+                # the same sums without the full-size product (one kernel on the device)
+                self._store_scale_sums(scale, self.xp.einsum("odi,odi->d", dy, x), learned)
         if propagate_down[0]:
             self.xp.multiply(dy, scale.data.reshape(1, dim, 1),
                              out=bottom[0].diff.reshape(outer, dim, inner))

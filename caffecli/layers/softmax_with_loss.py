@@ -9,7 +9,8 @@ from ..layer import LossLayer
 from ..registry import register_layer
 from ._axes import label_positions
 from ._loss import (FLT_MIN, get_normalizer, ignore_label_of, int_labels, label_mask, loss_weight,
-                    normalization_mode, poison, refuse_label_backward, valid_count)
+                    normalization_mode, normalizer_count, poison, refuse_label_backward,
+                    valid_count)
 
 
 @register_layer("SoftmaxWithLoss")
@@ -58,36 +59,38 @@ class SoftmaxWithLossLayer(LossLayer):
         top[0].data[...] = poison(self, xp, loss / self.norm)
 
     def forward_gpu(self, bottom, top):
-        """The softmax, each position's log-probability and label check in one device kernel
-        (kernels/cuda/softmax_loss.cu); the sums and the normalizer as on the host."""
+        """The softmax, each position's log-probability and label check in one device kernel,
+        the sum, the normalizer and the loss in a second (kernels/cuda/softmax_loss.cu)."""
         x, labels, xp = bottom[0].data, bottom[1].data, self.xp
-        if not device.usable(xp, x, labels):
+        if not device.usable(xp, x, labels, top[0].data):
             return self.forward(bottom, top)
         dt = numpy.dtype(x.dtype)
         positions = (self.outer, self.inner)
         self.prob = self.scratch("prob", self._dims(), dt)
         logs = self.scratch("logs", positions, dt)
-        self.flags = self.scratch("flags", positions, numpy.int32)
+        self.flags = flags = self.scratch("flags", positions, numpy.int32)
+        self.norm = self.scratch("norm", (1,), dt)
         ignore = self.ignore_label
         device.launch(xp, "softmax_loss", "softmax_loss_forward", logs.size, dt, x, labels,
                       *device.ints(self.channels, self.inner, ignore or 0, ignore is not None),
-                      self.prob, logs, self.flags)
-        self.valid = self.flags == 0
-        self.label_check = (int_labels(xp, bottom[1], positions), self.flags == 2,
-                            self.channels)
-        count = valid_count(self, xp, self.valid, self.normalization, ignore)
-        self.norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
-        top[0].data[...] = poison(self, xp, -logs.sum() / self.norm)
+                      self.prob, logs, flags)
+        fixed = normalizer_count(self, self.normalization, self.outer, self.inner,
+                                 ignore is not None)
+        device.launch_blocks(xp, "softmax_loss", "softmax_loss_total", logs.size, dt, logs,
+                             flags, *device.ints(fixed or 0, fixed is None),
+                             dt.type(numpy.nan), top[0].data, self.norm)
+        # read only when the loss comes back NaN or infinite (explain_nonfinite_loss)
+        self.label_check = lambda: (int_labels(xp, bottom[1], positions), flags == 2,
+                                    self.channels)
 
     def backward_gpu(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)
         dx = bottom[0].diff
         if not propagate_down[0] or self.flags is None or not device.usable(self.xp, dx):
             return self.backward(top, propagate_down, bottom)
-        scale = self.xp.asarray(loss_weight(top) / self.norm, dtype=dx.dtype).reshape(1)
         device.launch(self.xp, "softmax_loss", "softmax_loss_backward", dx.size, dx.dtype,
                       self.prob, bottom[1].data, self.flags,
-                      *device.ints(self.channels, self.inner), scale, dx)
+                      *device.ints(self.channels, self.inner), top[0].diff, self.norm, dx)
 
     def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)

@@ -49,3 +49,16 @@ extern "C" __global__ void col2im(
     x[i] = sum;
   }
 }
+
+// A chunk's GEMM product, (channels, n, spatial) with its images side by side, back to the
+// blob's (n, channels, spatial) with each channel's bias added: Convolution's forward.
+extern "C" __global__ void images_first_bias(
+    const int total, const real* __restrict__ stack, const real* __restrict__ bias, const int n,
+    const int channels, const int spatial, real* __restrict__ y) {
+  FOR_EACH(i, total) {
+    const int p = i % spatial;
+    const int c = (i / spatial) % channels;
+    const int img = i / (spatial * channels);
+    y[i] = stack[(c * n + img) * spatial + p] + bias[c];
+  }
+}

@@ -1,8 +1,10 @@
 // SoftmaxWithLoss (Caffe's softmax_loss_layer.cu): the forward takes one position (outer,
 // inner) per thread: the softmax over its channels (the maximum subtracted), the log of its
 // label's probability (at least FLT_MIN) and whether the label counts: flag 0 counted, 1 the
-// ignore_label, 2 out of [0, channels) (the host explains the NaN loss that leaves). The
-// backward is (prob - onehot(label)) * counted * scale per element, scale = weight / normalizer.
+// ignore_label, 2 out of [0, channels) (the host explains the NaN loss that leaves). One
+// block then sums the logs and counts what the normalizer needs (softmax_loss_total): the
+// loss, -sum / normalizer, NaN where a label was out of range. The backward is
+// (prob - onehot(label)) * counted * weight / normalizer per element.
 
 extern "C" __global__ void softmax_loss_forward(
     const int total, const real* __restrict__ x, const real* __restrict__ labels,
@@ -30,15 +32,38 @@ extern "C" __global__ void softmax_loss_forward(
   }
 }
 
+// Caffe's get_normalizer: ``fixed`` positions, or with count_valid the counted ones; at least 1
+extern "C" __global__ void softmax_loss_total(
+    const int total, const real* __restrict__ logs, const int* __restrict__ flags,
+    const int fixed, const int count_valid, const real poison, real* __restrict__ loss,
+    real* __restrict__ norm) {
+  __shared__ double partial[CAFFECLI_THREADS];
+  double sum = 0, counted = 0, bad = 0;
+  for (int j = threadIdx.x; j < total; j += blockDim.x) {
+    sum += (double)logs[j];
+    counted += flags[j] == 0;
+    bad += flags[j] == 2;
+  }
+  sum = block_sum(partial, sum);
+  counted = block_sum(partial, counted);
+  bad = block_sum(partial, bad);
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    const real n = count_valid ? (real)counted : (real)fixed;
+    const real divisor = n > (real)1 ? n : (real)1;
+    norm[0] = divisor;
+    loss[0] = bad > 0 ? poison : -(real)sum / divisor;
+  }
+}
+
 extern "C" __global__ void softmax_loss_backward(
     const int total, const real* __restrict__ prob, const real* __restrict__ labels,
     const int* __restrict__ flags, const int channels, const int inner,
-    const real* __restrict__ scale, real* __restrict__ dx) {
+    const real* __restrict__ weight, const real* __restrict__ norm, real* __restrict__ dx) {
   FOR_EACH(i, total) {
     const int at = i % inner, c = (i / inner) % channels, outer = i / (inner * channels);
     const int position = outer * inner + at;
     const real counted = flags[position] == 0 ? (real)1 : (real)0;
     const real hot = (int)labels[position] == c ? (real)1 : (real)0;
-    dx[i] = ((prob[i] - hot) * counted) * scale[0];
+    dx[i] = ((prob[i] - hot) * counted) * (weight[0] / norm[0]);
   }
 }
