@@ -72,11 +72,26 @@ def launches(monkeypatch):
     """The names of the device kernels launched from now on, as a list that grows."""
     launched = []
     for kind in ("launch", "launch_blocks"):
-        def counted(xp, family, name, *args, real=getattr(device, kind)):
+        def counted(xp, family, name, *args, real=getattr(device, kind), **kwargs):
             launched.append(name)
-            return real(xp, family, name, *args)
+            return real(xp, family, name, *args, **kwargs)
         monkeypatch.setattr(device, kind, counted)
     return launched
+
+
+def grids(monkeypatch):
+    """{kernel name: the grid of its last launch}, from now on."""
+    seen, real_function = {}, device.function
+
+    def spying(xp, family, name, dtype):
+        fn = real_function(xp, family, name, dtype)
+
+        def call(grid, block, args, **kwargs):
+            seen[name] = grid
+            return fn(grid, block, args, **kwargs)
+        return call
+    monkeypatch.setattr(device, "function", spying)
+    return seen
 
 
 def on_each_side(monkeypatch, text, shape, dtype, x=None, param_diffs=False):
@@ -271,7 +286,7 @@ def softmax_loss(param, labels, dtype):
 def test_the_softmax_loss_kernels_compute_the_hosts_loss(param, labels, dtype, monkeypatch,
                                                         kernel_device):
     host = softmax_loss(param, labels, dtype)
-    launched = launches(monkeypatch)
+    launched, grid = launches(monkeypatch), grids(monkeypatch)
     context.set_mode_gpu()
     try:
         dev = softmax_loss(param, labels, dtype)
@@ -282,6 +297,7 @@ def test_the_softmax_loss_kernels_compute_the_hosts_loss(param, labels, dtype, m
         assert "label value 7 out of range [0, 5)" in host[2]
         return
     assert launched == ["softmax_loss_forward", "softmax_loss_total", "softmax_loss_backward"]
+    assert grid["softmax_loss_total"] == (1,)       # one block makes the whole sum
     tol = 1e-6 if dtype == numpy.float32 else 1e-13
     numpy.testing.assert_allclose(dev[0], host[0], rtol=tol)
     numpy.testing.assert_allclose(dev[1], host[1], rtol=tol, atol=tol)
@@ -307,8 +323,9 @@ def test_per_channel_gradients_are_one_block_reduction_per_channel(text, shape, 
     on a GPU the blocks also stride over the channels) summing a grid-stride share per thread;
     the parameters' diffs start at 0.5, so adding and writing differ."""
     monkeypatch.setattr(device, "MAX_BLOCKS", 3)
+    grid = grids(monkeypatch)
     host, dev, launched = on_each_side(monkeypatch, text, shape, dtype, param_diffs=True)
-    assert "channel_sums" in launched
+    assert "channel_sums" in launched and grid["channel_sums"] == (3,)
     assert_same(host, dev, dtype)
 
 

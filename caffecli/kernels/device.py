@@ -66,12 +66,13 @@ def launch(xp, family, name, total, dtype, *args):
     function(xp, family, name, dtype)((blocks,), (THREADS,), (numpy.int32(total),) + args)
 
 
-def launch_blocks(xp, family, name, total, dtype, *args):
-    """Run block-reduction kernel ``name`` (common.cuh's block_sum): one block of THREADS per
-    item of ``total`` (at most MAX_BLOCKS; the kernel strides over the rest)."""
+def launch_blocks(xp, family, name, total, dtype, *args, blocks=None):
+    """Run block-reduction kernel ``name`` (common.cuh's block_sum): ``blocks`` blocks of
+    THREADS, by default one per item of ``total`` (at most MAX_BLOCKS; the kernel strides over
+    the rest); a kernel whose whole grid makes one sum takes one block."""
     if total > 0:
-        function(xp, family, name, dtype)((min(total, MAX_BLOCKS),), (THREADS,),
-                                          (numpy.int32(total),) + args)
+        count = min(total, MAX_BLOCKS) if blocks is None else blocks
+        function(xp, family, name, dtype)((count,), (THREADS,), (numpy.int32(total),) + args)
 
 
 def ints(*values):

@@ -78,7 +78,7 @@ class SoftmaxWithLossLayer(LossLayer):
                                  ignore is not None)
         device.launch_blocks(xp, "softmax_loss", "softmax_loss_total", logs.size, dt, logs,
                              flags, *device.ints(fixed or 0, fixed is None),
-                             dt.type(numpy.nan), top[0].data, self.norm)
+                             dt.type(numpy.nan), top[0].data, self.norm, blocks=1)
         # read only when the loss comes back NaN or infinite (explain_nonfinite_loss)
         self.label_check = lambda: (int_labels(xp, bottom[1], positions), flags == 2,
                                     self.channels)

@@ -32,7 +32,8 @@ extern "C" __global__ void softmax_loss_forward(
   }
 }
 
-// Caffe's get_normalizer: ``fixed`` positions, or with count_valid the counted ones; at least 1
+// One block (launched so): the sums over every position, then Caffe's get_normalizer, ``fixed``
+// positions or with count_valid the counted ones, at least 1.
 extern "C" __global__ void softmax_loss_total(
     const int total, const real* __restrict__ logs, const int* __restrict__ flags,
     const int fixed, const int count_valid, const real poison, real* __restrict__ loss,
@@ -47,7 +48,7 @@ extern "C" __global__ void softmax_loss_total(
   sum = block_sum(partial, sum);
   counted = block_sum(partial, counted);
   bad = block_sum(partial, bad);
-  if (threadIdx.x == 0 && blockIdx.x == 0) {
+  if (threadIdx.x == 0) {
     const real n = count_valid ? (real)counted : (real)fixed;
     const real divisor = n > (real)1 ? n : (real)1;
     norm[0] = divisor;
