@@ -6,9 +6,9 @@ import numpy
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import device
-from ..kernels.channel_sums import channel_sums
 from ..kernels import im2col as ic
 from ..kernels import im2col_jit, jit
+from ..kernels.channel_sums import channel_sums
 from ..kernels.threads import for_parts, num_threads
 from ..layer import Layer
 
