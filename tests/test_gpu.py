@@ -70,15 +70,18 @@ def test_lenet_trained_through_a_cuda_graph_matches_eager_training(monkeypatch, 
 
 
 # ---- the command line ---------------------------------------------------------------------
-def test_device_query_prints_caffes_fields(gpu_mode):
+def test_device_query_prints_caffes_fields(gpu_mode, monkeypatch):
+    monkeypatch.delenv("CAFFECLI_CUDNN", raising=False)
     result = CliRunner().invoke(cli, ["device_query", "-gpu", "0"])
     assert result.exit_code == 0, result.output
     for field in ("Device id:", "Major revision number:", "Name:", "Total global memory:",
                   "Warp size:", "Maximum dimension of grid:", "Number of multiprocessors:",
                   "Kernel execution timeout:"):
         assert field in result.stderr
-    for software in ("cupy:", "CUDA runtime:", "CUDA driver:", "cuDNN:"):
+    for software in ("cupy:", "CUDA runtime:", "CUDA driver:", "cuDNN:", "cuDNN engines:"):
         assert software in result.stderr
+    assert "cuDNN engines:                 caffecli's cuDNN engines are off until verified " \
+        "on a GPU (CAFFECLI_CUDNN=1)" in result.stderr
     if REAL_GPU is None:             # a real CUDA reports its versions; the stand-in 0
         assert "CUDA runtime:                  1" in result.stderr
 

@@ -1,6 +1,7 @@
 """``caffecli device_query``: print a CUDA device's properties (Caffe::DeviceQuery's lines),
-after the versions of cupy, CUDA and cuDNN found (caffecli's own lines)."""
-from .. import backend, glog
+after the versions of cupy, CUDA and cuDNN found and whether the cuDNN engines are on
+(caffecli's own lines)."""
+from .. import backend, engines, glog
 from ..errors import CaffeError
 from .devices import parse_gpus
 
@@ -44,6 +45,8 @@ def run_device_query(gpu):
     devices = parse_gpus(gpu)
     for name, version in backend.software_versions():
         glog.info("device_query.version", "%-31s%s" % (name + ":", version))
+    glog.info("device_query.version", "%-31s%s" % ("cuDNN engines:", engines.cudnn_missing()
+                                                   or "on (Convolution, Deconvolution)"))
     for device in devices:
         props = backend.device_properties(device)
         glog.info("common.device_id", "Device id:                     %d" % device)
