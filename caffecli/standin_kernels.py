@@ -2,7 +2,8 @@
 
 The kernels are grid-stride loops (kernels/cuda/common.cuh), so one call with a grid and block
 of one thread covers every element, in the order a single GPU thread would take them; a block
-reduction's shared memory and barriers serve that one thread (a tree over one partial). So CI runs
+reduction's shared memory (per host thread: data-parallel ranks launch at once) and barriers
+serve that one thread (a tree over one partial). So CI runs
 the device kernels' own index arithmetic, and checks what a GPU would take on trust: each
 argument's type against the kernel's C signature (a float passed where a double is declared,
 a non-contiguous or host array, a read-only array written).
@@ -25,7 +26,7 @@ _PRELUDE = r"""
 #define __device__
 #define __forceinline__ inline
 #define __restrict__ __restrict
-#define __shared__ static
+#define __shared__ static thread_local
 inline void __syncthreads() {}
 struct caffecli_dim3 { unsigned int x, y, z; };
 static const caffecli_dim3 threadIdx = {0, 0, 0}, blockIdx = {0, 0, 0};
