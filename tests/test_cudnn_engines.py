@@ -15,10 +15,12 @@ import sys
 
 import numpy
 import pytest
+from click.testing import CliRunner
 
 import caffecli
 import cudnn_standin
 from caffecli import context, engines
+from caffecli.cli.main import cli
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from conftest import enter_gpu_mode, real_gpu_reason
@@ -289,3 +291,19 @@ def test_golden_convolution_cases_on_the_cudnn_engines(frontend, name):
         with open(os.path.join(golden_dir(), name, "net.prototxt")) as f:
             declined = "dilation" in f.read() or "nd3d" in name
         assert any(what == "execute" for what, _ in frontend.log) != declined, name
+
+
+def test_caffe_time_on_the_gpu_times_the_cudnn_layers(frontend):
+    """``caffecli time -gpu 0`` runs LeNet's convolutions on the cuDNN engine and still times
+    every layer forward and backward."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = CliRunner().invoke(cli, ["time", "-model", os.path.join(
+        root, "models", "lenet", "lenet.prototxt"), "-gpu", "0", "-iterations", "2"])
+    context.set_mode_cpu()
+    assert result.exit_code == 0, result.output
+    for layer in ("conv1", "conv2"):
+        assert "%10s\tforward: " % layer in result.stderr
+        assert "%10s\tbackward: " % layer in result.stderr
+    if not REAL:
+        executed = [d for what, d in frontend.log if what == "execute"]
+        assert executed.count(["conv_fprop"]) >= 2 * 3      # 2 layers x (warm-up + 2)
