@@ -231,13 +231,14 @@ def test_the_batch_norm_kernels_compute_the_hosts_batch_norm(global_stats, store
 @pytest.mark.parametrize("in_place", [False, True])
 def test_the_scale_kernel_computes_the_hosts_scale(param, in_place, dtype, monkeypatch,
                                                   kernel_device):
-    """The product, bias and (in place) the kept input for the scale's gradient."""
+    """The product, bias and (in place) the kept input for the scale's gradient forward; the
+    whole backward (the scale's and the bias's gradients, the input's) in one kernel."""
     text = ('layer { name: "r" type: "ReLU" bottom: "x" top: "r" } '
             'layer { name: "s" type: "Scale" bottom: "r" top: "%s" scale_param { %s '
             'filler { type: "gaussian" } bias_filler { type: "gaussian" } } }'
             % ("r" if in_place else "y", param))
-    host, dev, launched = on_each_side(monkeypatch, text, (2, 3, 4, 5), dtype)
-    assert [n for n in launched if n.startswith("scale")] == ["scale_forward"]
+    host, dev, launched = on_each_side(monkeypatch, text, (2, 3, 4, 5), dtype, param_diffs=True)
+    assert [n for n in launched if n.startswith("scale")] == ["scale_forward", "scale_backward"]
     assert_same(host, dev, dtype)
 
 
@@ -316,16 +317,23 @@ def test_the_softmax_loss_kernels_compute_the_hosts_loss(param, labels, dtype, m
     # one image: Caffe writes the scale's sums where it otherwise adds them
     ('layer { name: "s" type: "Scale" bottom: "x" top: "y" scale_param { '
      'filler { type: "gaussian" } } }', (1, 4, 3, 3)),
+    # a scale from a second bottom: the sums of dy * x written into its diff (channel_sums)
+    ('layer { name: "r" type: "Reduction" bottom: "x" top: "r" reduction_param { axis: 2 } } '
+     'layer { name: "s" type: "Scale" bottom: "x" bottom: "r" top: "y" '
+     'scale_param { axis: 0 } }', (3, 4, 5, 2)),
 ])
 def test_per_channel_gradients_are_one_block_reduction_per_channel(text, shape, dtype,
                                                                    monkeypatch, kernel_device):
-    """Bias gradients and Scale's by channel_sums, a block per channel (only 3 blocks here, so
-    on a GPU the blocks also stride over the channels) summing a grid-stride share per thread;
-    the parameters' diffs start at 0.5, so adding and writing differ."""
+    """Bias gradients by channel_sums, Scale's whole backward by scale_backward: a block per
+    channel (only 3 blocks here, so on a GPU the blocks also stride over the channels) summing
+    a grid-stride share per thread; the parameters' diffs start at 0.5, so adding and writing
+    differ."""
     monkeypatch.setattr(device, "MAX_BLOCKS", 3)
     grid = grids(monkeypatch)
     host, dev, launched = on_each_side(monkeypatch, text, shape, dtype, param_diffs=True)
-    assert "channel_sums" in launched and grid["channel_sums"] == (3,)
+    learned_scale = '"Scale"' in text and "Reduction" not in text
+    name = "scale_backward" if learned_scale else "channel_sums"
+    assert name in launched and grid[name] == (3,)
     assert_same(host, dev, dtype)
 
 
@@ -407,7 +415,7 @@ KERNELS = {"im2col": ["im2col", "col2im", "images_first_bias"],
            "lrn": ["lrn_forward", "lrn_backward"],
            "dropout": ["dropout_forward"], "argmax": ["argmax_top_k"],
            "softmax_loss": ["softmax_loss_forward", "softmax_loss_total",
-                            "softmax_loss_backward"], "reduce": ["channel_sums"],
+                            "softmax_loss_backward"], "reduce": ["channel_sums", "scale_backward"],
            "batch_norm": ["batch_norm_global_forward", "batch_norm_running_stats",
                           "batch_norm_normalize"], "scale": ["scale_forward"],
            "relu": ["relu_forward", "relu_backward"],

@@ -119,6 +119,27 @@ class ScaleLayer(Layer):
         self._store_scale_sums(scale, sums[1], learned=True)
         return True
 
+    def _backward_device(self, top, bottom):
+        """The same whole backward as one device kernel (kernels/cuda/reduce.cu), a block per
+        channel; False where it does not apply."""
+        if len(bottom) > 1 or not all(self.param_propagate_down):
+            return False
+        outer, dim, inner = self.dims
+        dy = top[0].diff.reshape(outer, dim, inner)
+        dx = bottom[0].diff.reshape(outer, dim, inner)
+        x = self.bottom_copy if top[0] is bottom[0] else \
+            bottom[0].data.reshape(outer, dim, inner)
+        scale = self.weights[0]
+        if not device.usable(self.xp, dy, dx, x, scale.data):
+            return False
+        has_bias = self.bias_layer is not None
+        bias_diff = self.weights[self.bias_param_id].diff if has_bias else scale.diff
+        device.launch_blocks(self.xp, "reduce", "scale_backward", dim, dy.dtype, dy, x,
+                             scale.data, *device.ints(outer, inner, has_bias,
+                                                      self._scale_sums_accumulate(True)),
+                             bias_diff, scale.diff, dx)
+        return True
+
     def _scale_sums_accumulate(self, learned):
         """Whether the per-channel sums of dy * x add into the scale's diff, as Caffe does for
         a learned scale except where the outer dimension is 1 and it writes them directly
@@ -133,7 +154,8 @@ class ScaleLayer(Layer):
             scale.diff.reshape(-1)[...] = total
 
     def backward(self, top, propagate_down, bottom):
-        if propagate_down[0] and self._backward_compiled(top, bottom):
+        if propagate_down[0] and (self._backward_compiled(top, bottom)
+                                  or self._backward_device(top, bottom)):
             return
         if self.bias_layer is not None and self.param_propagate_down[-1]:
             self.bias_layer.Backward([top[0].blob], [False], [top[0].blob])
