@@ -126,13 +126,18 @@ def fall_back(layer, reason):
 
 
 class PlanCache:
-    """Plans (cuDNN execution plans, workspaces) built once per key, e.g. the bottom shape."""
+    """Plans (cuDNN execution plans, workspaces) built once per key, e.g. the bottom shape; the
+    ``limit`` most recently used are kept (a net fed images of many sizes does not keep a
+    workspace per size; the shape in use is never the one dropped)."""
 
-    def __init__(self, build):
-        self.build, self.plans = build, {}
+    def __init__(self, build, limit=8):
+        self.build, self.plans, self.limit = build, {}, limit
 
     def get(self, key):
-        plan = self.plans.get(key)
+        plan = self.plans.pop(key, None)
         if plan is None:
-            plan = self.plans[key] = self.build(key)
+            plan = self.build(key)
+            while len(self.plans) >= self.limit:
+                del self.plans[next(iter(self.plans))]
+        self.plans[key] = plan          # now the most recently used
         return plan

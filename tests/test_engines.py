@@ -107,3 +107,11 @@ def test_a_cudnn_engine_runs_where_it_may_and_builds_one_plan_per_shape(
     assert [layer.engine_name() for layer in net.layers] == ["CAFFE", "CUDNN", "CAFFE", "CAFFE"]
     assert "cuDNN does not support multiple tops. Using Caffe's own pooling layer." \
         in logs.getvalue()
+
+
+def test_the_plan_cache_keeps_the_most_recently_used_plans():
+    built = []
+    cache = engines.PlanCache(lambda key: built.append(key) or key * 10, limit=2)
+    assert [cache.get(k) for k in (1, 2, 1, 3, 1, 2)] == [10, 20, 10, 30, 10, 20]
+    # 1 2 built; 1 reused; 3 built, dropping 2 (1 was used later); 1 reused; 2 built again
+    assert built == [1, 2, 3, 2]
