@@ -117,6 +117,7 @@ POOLS = [  # pooling_param window fields, input (h, w)
     ("kernel_size: 3 stride: 1 pad: 1", (7, 9)),                # GoogLeNet's
     ("kernel_h: 3 kernel_w: 2 stride_h: 2 stride_w: 3 pad: 1 round_mode: FLOOR", (8, 10)),
     ("global_pooling: true", (5, 6)),
+    ("kernel_size: 1 stride: 2", (4, 9)),                       # a window past the input
 ]
 
 

@@ -14,7 +14,8 @@ GEOMETRIES = [  # kernel, stride, pad, input (h, w), ceil rounding
     ((3, 3), (1, 1), (1, 1), (7, 9), True),        # GoogLeNet's stride-1 padded pools
     ((3, 2), (2, 3), (1, 1), (8, 10), False),      # uneven, floor rounding
     ((5, 5), (1, 1), (0, 0), (5, 5), True),        # global
-]
+    ((1, 1), (2, 2), (0, 0), (4, 9), True),        # ceil rounding adds a window past the
+]                                                   # input: AVE gives Caffe's 0 / 0 = NaN
 
 
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])

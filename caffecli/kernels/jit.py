@@ -32,15 +32,17 @@ def usable(*arrays):
 
 def kernel(fn, fastmath=False):
     """``fn`` compiled (once, on first use; later processes load it from numba's cache);
-    ``fastmath``: LLVM's flags for it (e.g. {"reassoc"}: vectorized sums)."""
+    ``fastmath``: LLVM's flags for it (e.g. {"reassoc"}: vectorized sums). Division follows
+    C's IEEE rules, as Caffe's loops do: x / 0 is inf or NaN, never an exception."""
     jitted = _compiled.get(fn)
     if jitted is None:
         with _lock:
             jitted = _compiled.get(fn)
             if jitted is None:
                 try:
-                    jitted = numba.njit(nogil=True, cache=True, fastmath=fastmath)(fn)
+                    jitted = numba.njit(nogil=True, cache=True, fastmath=fastmath,
+                                        error_model="numpy")(fn)
                 except RuntimeError:    # no writable cache location: compile in memory
-                    jitted = numba.njit(nogil=True, fastmath=fastmath)(fn)
+                    jitted = numba.njit(nogil=True, fastmath=fastmath, error_model="numpy")(fn)
                 _compiled[fn] = jitted
     return jitted
