@@ -56,6 +56,29 @@ def machine():
     return model, len(os.sched_getaffinity(0))
 
 
+def blas_kernels():
+    """The kernels each loaded OpenBLAS runs (numpy's and scipy's, which pick them once, at
+    load: OPENBLAS_CORETYPE forces them; Haswell's AVX2 ones run at half the rate of the
+    AVX-512 ones on an AVX-512 core), as "library: core"."""
+    import ctypes
+    found = []
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({line.split()[-1] for line in f if "openblas" in line.split()[-1]})
+    except OSError:
+        return "?"
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
+                     "openblas_get_corename"):
+            if hasattr(lib, name):
+                getattr(lib, name).restype = ctypes.c_char_p
+                found.append("%s: %s" % (os.path.basename(path).split("-")[0],
+                                         getattr(lib, name)().decode()))
+                break
+    return ", ".join(found) or "?"
+
+
 def median_time(fn, reps):
     times = []
     for _ in range(reps):
@@ -296,7 +319,9 @@ def main(argv=None):
     print("machine: %s, %d cores (OMP_NUM_THREADS=%s); torch %s, %d threads"
           % (model, cores, os.environ.get("OMP_NUM_THREADS", "unset"), torch.__version__,
              torch.get_num_threads()))
-    print("sgemm rate: %.1f GFLOP/s (2048^3, scipy BLAS)" % rate)
+    print("sgemm rate: %.1f GFLOP/s (2048^3, scipy BLAS); OpenBLAS kernels %s "
+          "(OPENBLAS_CORETYPE=%s)" % (rate, blas_kernels(),
+                                      os.environ.get("OPENBLAS_CORETYPE", "unset")))
     print("forward-backward, every gradient; ms per iteration, medians of %d rounds x %d"
           % (args.rounds, args.iterations))
     print("%-10s %6s %10s %10s %7s %10s %8s %9s %10s" % (
