@@ -173,6 +173,26 @@ def test_expose_hidden_matches_chained_passes(kind, states):
     numpy.testing.assert_allclose(numpy.concatenate([out1[0], out2[0]]), full, rtol=1e-12)
 
 
+@pytest.mark.parametrize("kind,states", [("LSTM", 2), ("RNN", 1)])
+def test_carried_state_follows_blob_capacity_when_the_batch_changes(kind, states):
+    """Caffe keeps h_T/c_T in blobs: a smaller batch carries on the first streams' states
+    (a reshape within capacity keeps the values), back up to the largest batch seen the
+    others come back as they were, and a batch beyond it starts from zeros."""
+    r = numpy.random.RandomState(8)
+    carried = make_layer(rec(kind, 3))
+    exposed = make_layer(rec(kind, 3, "expose_hidden: true"))
+    state = [numpy.zeros((1, 2, 3))] * states   # the reference's flat h_T/c_T memory, N = 2
+    for n in (2, 1, 2, 3):
+        x, cont = r.uniform(-1, 1, (2, n, 4)), numpy.ones((2, n))
+        if n > state[0].shape[1]:
+            state = [numpy.zeros((1, n, 3))] * states
+        got = _forward(carried, [x, cont])[0]
+        exposed.blobs = carried.blobs   # same weights
+        want = _forward(exposed, [x, cont] + [s[:, :n] for s in state])
+        numpy.testing.assert_allclose(got, want[0], rtol=1e-12)
+        state = [numpy.concatenate([w, s[:, n:]], axis=1) for w, s in zip(want[1:], state)]
+
+
 def test_expose_hidden_gradient_wrt_x_ignores_state_tops():
     """As in Caffe, the h_T/c_T tops carry no gradient and h_0/c_0 bottoms receive none."""
     r = numpy.random.RandomState(8)

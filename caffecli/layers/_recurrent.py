@@ -20,7 +20,7 @@ class RecurrentLayer(Layer):
         self.min_bottom_blobs = 2 + exposed
         self.max_bottom_blobs = 3 + exposed
         self.exact_num_top_blobs = 1 + exposed
-        self.state = None   # carried final states when not exposed
+        self.carried = None   # the final states kept for the next forward when not exposed
 
     def allow_force_backward(self, bottom_index):
         return bottom_index != 1
@@ -109,21 +109,25 @@ class RecurrentLayer(Layer):
 
     # ---- helpers for the subclasses ----------------------------------------------------
     def initial_states(self, bottom):
-        xp = self.xp
+        """The states at t = 0: the exposed bottoms, or (copies of) the last forward's final
+        states. Those live in blobs as Caffe's h_T/c_T do, so a smaller batch carries on the
+        first streams' states (a reshape within capacity keeps the values) and a larger one
+        starts from zeros; they follow the mode like any blob."""
         shape = (self.N, self.H)
         if self.expose_hidden:
             first = 2 + self.static_input
             return [b.data.reshape(shape) for b in bottom[first:first + self.num_states]]
-        if self.state is None or self.state[0].shape != shape:
-            self.state = [xp.zeros(shape, dtype=bottom[0].dtype) for _ in range(self.num_states)]
-        return self.state
+        if self.carried is None:
+            self.carried = [Blob(dtype=bottom[0].dtype) for _ in range(self.num_states)]
+        return [b.reshape(shape).at(self.side).data.copy() for b in self.carried]
 
     def finish_forward(self, top, finals):
         if self.expose_hidden:
             for t, s in zip(top[1:], finals):
                 t.data[...] = s.reshape(t.shape)
         else:
-            self.state = [s.copy() for s in finals]
+            for b, s in zip(self.carried, finals):
+                b.at(self.side).data[...] = s
 
     def input_transform(self, bottom, w, b):
         """W x_t + b for every time step at once: (T, N, out)."""
