@@ -5,6 +5,8 @@ its generator's seed from the run's stream when it is asked for, and writes the 
 the blob is first read: a net about to load its weights never computes the values they replace,
 and the values do not depend on when they are first read.
 """
+import math
+
 import numpy
 
 from . import context
@@ -90,10 +92,10 @@ def msra(param, out, rng):
 @filler("bilinear", random=False)
 def bilinear(param, out, rng):
     """Weights of bilinear upsampling for Deconvolution (square kernels, 4-D)."""
-    k = out.shape[3]
-    f = numpy.ceil(k / 2.0)
-    c = (2 * f - 1 - f % 2) / (2.0 * f)
-    w1 = 1 - numpy.abs(numpy.arange(k) / f - c)
+    k, dt = out.shape[3], out.dtype.type
+    f = math.ceil(k / 2.0)
+    c = dt((k - 1) / (2.0 * f))     # the centre as Caffe has had it since 2017 (filler.hpp)
+    w1 = 1 - numpy.abs(numpy.arange(k, dtype=dt) / dt(f) - c)
     out[...] = w1[:, None] * w1[None, :]
 
 
@@ -102,6 +104,8 @@ def _check(param, shape):
     if param.type == "bilinear" and (len(shape) != 4 or shape[2] != shape[3]):
         raise CaffeError("bilinear filler needs a 4-D blob with square kernels, got %s"
                          % (tuple(shape),))
+    if param.type == "bilinear" and param.sparse != -1:
+        raise CaffeError("Sparsity not supported by this Filler (bilinear).")
     if param.type == "gaussian" and param.sparse >= 0 and len(shape) < 2:
         raise CaffeError("sparse gaussian filler needs a blob of at least 2 axes")
 

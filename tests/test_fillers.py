@@ -1,0 +1,33 @@
+"""Fillers whose values are fixed by their parameters (Caffe's filler.hpp)."""
+import numpy
+import pytest
+
+from caffecli.blob import Blob
+from caffecli.errors import CaffeError
+from caffecli.fillers import fill
+from caffecli.proto import caffe_pb2
+
+# One row of Caffe's bilinear kernel for widths 1-5: 1 - |x / f - (k - 1) / (2 f)|, f = ceil(k/2)
+BILINEAR_ROWS = {
+    1: [1.0],
+    2: [0.5, 0.5],
+    3: [0.5, 1.0, 0.5],
+    4: [0.25, 0.75, 0.75, 0.25],
+    5: [1 / 3, 2 / 3, 1.0, 2 / 3, 1 / 3],
+}
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("k", sorted(BILINEAR_ROWS))
+def test_bilinear_kernel_is_the_outer_product_of_its_rows(k, dtype):
+    blob = fill(Blob((2, 3, k, k), dtype), caffe_pb2.FillerParameter(type="bilinear"))
+    row = numpy.array(BILINEAR_ROWS[k])
+    want = numpy.broadcast_to(numpy.outer(row, row), (2, 3, k, k))
+    numpy.testing.assert_allclose(blob.data, want, rtol=1e-6 if dtype == numpy.float32 else 1e-15)
+
+
+def test_bilinear_refuses_sparsity_and_non_square_kernels():
+    with pytest.raises(CaffeError, match="Sparsity"):
+        fill(Blob((1, 1, 3, 3)), caffe_pb2.FillerParameter(type="bilinear", sparse=2))
+    with pytest.raises(CaffeError, match="square"):
+        fill(Blob((1, 1, 3, 4)), caffe_pb2.FillerParameter(type="bilinear"))
