@@ -52,7 +52,7 @@ class DBSource(Dealt):
     among data-parallel ranks."""
 
     def __init__(self, path, backend, batch_size, transformer, dtype, labels,
-                 force_color=False, force_gray=False, rand_skip=0, share=(0, 1)):
+                 force_color=False, force_gray=False, share=(0, 1)):
         if batch_size <= 0:
             raise CaffeError("%s: batch_size must be positive" % path)
         self.path = path
@@ -64,10 +64,6 @@ class DBSource(Dealt):
         self.force = (bool(force_color), bool(force_gray))
         self.rank, self.count = share
         self.offset = 0
-        if rand_skip:
-            skip = int(context.rng().integers(0, rand_skip))
-            for _ in range(skip):
-                self._next()
         self._skip_others()
 
     def _next(self):

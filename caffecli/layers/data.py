@@ -8,7 +8,8 @@ from ._prefetching import PrefetchingDataLayer
 
 @register_layer("Data")
 class DataLayer(PrefetchingDataLayer):
-    """Datum records from an LMDB or LevelDB database (data_param)."""
+    """Datum records from an LMDB or LevelDB database (data_param), from the first record:
+    Caffe's Data layer no longer reads the deprecated ``rand_skip`` (ImageData still does)."""
 
     def make_source(self, top, dtype):
         p = self.layer_param.data_param
@@ -18,7 +19,7 @@ class DataLayer(PrefetchingDataLayer):
         backend_name = "lmdb" if p.backend == p.LMDB else "leveldb"
         source = DBSource(p.source, backend_name, p.batch_size, self.transformer, dtype,
                           self.output_labels, force_color=tp.force_color,
-                          force_gray=tp.force_gray, rand_skip=p.rand_skip,
+                          force_gray=tp.force_gray,
                           share=context.data_share(self.phase == caffe_pb2.TRAIN))
         glog.info("db_%s.opened" % backend_name,
                   "Opened %s %s" % (backend_name, p.source))
