@@ -188,8 +188,15 @@ def test_is_color_false_gives_one_channel(tmp_path):
 
 
 def test_empty_list_file_is_error(tmp_path):
-    (tmp_path / "list.txt").write_text("\n")
+    (tmp_path / "list.txt").write_text("")
     with pytest.raises(CaffeError, match="list.txt.*empty"):
+        _image_net(tmp_path / "list.txt")
+
+
+def test_blank_list_line_is_an_image_that_cannot_be_read(tmp_path):
+    """As in Caffe (a blank line names the file ""), not a line to skip."""
+    (tmp_path / "list.txt").write_text("\n")
+    with pytest.raises(CaffeError, match="could not open or find image"):
         _image_net(tmp_path / "list.txt")
 
 

@@ -121,6 +121,16 @@ def test_convert_imageset_cli_flags_and_keys(tmp_path):
     assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
 
+def test_convert_imageset_numbers_keys_by_line_blank_lines_included(tmp_path):
+    """A blank line is an entry that fails to read (skipped with Caffe's log line), and the
+    keys keep counting lines, as convert_imageset.cpp's line_id does."""
+    root, _ = _images(tmp_path, n=2)
+    (tmp_path / "gaps.txt").write_text("i0.png 0\n\ni1.png 1\n")
+    assert convert_imageset.run(root, str(tmp_path / "gaps.txt"), str(tmp_path / "db")) == 2
+    assert [k for k, _ in records(str(tmp_path / "db"))] == ["00000000_i0.png",
+                                                             "00000002_i1.png"]
+
+
 def test_convert_imageset_encoded_keeps_file_bytes_when_no_resize(tmp_path):
     root, listfile = _images(tmp_path, n=2)
     out = str(tmp_path / "db")

@@ -117,15 +117,14 @@ _ATOI = re.compile(r"^\s*([+-]?\d+)")
 
 
 def read_image_list(source):
-    """Caffe's list file: one ``path label`` per line, split at the last space (atoi label)."""
+    """Caffe's list file: one ``path label`` per line, split at the last space (atoi label);
+    every line counts, blank ones too (convert_imageset numbers its keys by line)."""
     if not os.path.isfile(source):
         raise CaffeError("%s: image list file not found" % source)
     lines = []
     with open(source, encoding="utf-8", errors="surrogateescape") as f:
         for raw in f:
-            line = raw.rstrip("\r\n")
-            if not line.strip():
-                continue
+            line = raw.rstrip("\r\n")   # a blank line stays: Caffe fails to read "" later
             pos = line.rfind(" ")
             m = _ATOI.match(line[pos + 1:])
             lines.append((line[:pos] if pos >= 0 else line, int(m.group(1)) if m else 0))
