@@ -321,6 +321,7 @@ class LossLayer(Layer):
     exact_num_bottom_blobs = 2
     exact_num_top_blobs = 1
     is_loss = True
+    auto_top_blobs = True   # a loss layer named with no top gets an anonymous one (Caffe's)
 
     def allow_force_backward(self, bottom_index):
         return bottom_index != 1

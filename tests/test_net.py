@@ -182,3 +182,24 @@ def test_setup_log_lines(capsys):
     assert "Memory required for data: %d" % ((6 + 4 + 4) * 4) in msgs
     assert msgs[-1] == "Network initialization done."
     assert err[0][0] == "I" and " net.cpp:53] " in err[0]
+
+
+def test_loss_layer_without_a_top_gets_an_anonymous_one():
+    """Caffe's LossLayer::AutoTopBlobs: the loss counts in the net's loss and its gradients,
+    under the blob name "(automatic)", and is no net output (no other layer can read it)."""
+    labels = ('layer { name: "lab" type: "Input" top: "lab" input_param { shape { dim: 2 } } }\n'
+              'layer { name: "loss" type: "SoftmaxWithLoss" bottom: "y" bottom: "lab" %s }\n')
+    named, anonymous = net_from(BASE + labels % 'top: "loss"'), net_from(BASE + labels % "")
+    anonymous.copy_from_net_param(named.to_proto())
+    for net in (named, anonymous):
+        net.blob_by_name("x").data[...] = numpy.arange(6).reshape(2, 3) / 6.0
+        net.blob_by_name("lab").data[...] = [0, 1]
+    losses = [net.forward_pass() for net in (named, anonymous)]
+    assert losses[0] > 0 and losses[1] == pytest.approx(losses[0], rel=1e-6)
+    for net in (named, anonymous):
+        net.clear_param_diffs()
+        net.backward_pass()
+    numpy.testing.assert_allclose(anonymous.layer_by_name("ip").blobs[0].diff,
+                                  named.layer_by_name("ip").blobs[0].diff, rtol=1e-6)
+    assert "(automatic)" in anonymous.blob_names and anonymous.output_names == []
+    assert named.output_names == ["loss"]
