@@ -327,8 +327,10 @@ class LossLayer(Layer):
         return bottom_index != 1
 
     def reshape(self, bottom, top):
-        if bottom[0].num_axes and bottom[1].num_axes \
-                and bottom[0].shape_at(0) != bottom[1].shape_at(0):
+        if not (bottom[0].num_axes and bottom[1].num_axes):   # Caffe's shape(0) CHECK fails
+            raise self.error("a loss layer's bottoms need a first (batch) axis, got a %d-axis "
+                             "and a %d-axis blob" % (bottom[0].num_axes, bottom[1].num_axes))
+        if bottom[0].shape_at(0) != bottom[1].shape_at(0):
             raise self.error("The data and label should have the same first dimension "
                              "(%s vs %s)" % (bottom[0].shape_string(), bottom[1].shape_string()))
         top[0].reshape(())

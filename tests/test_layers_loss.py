@@ -186,6 +186,10 @@ def test_euclidean_gradient_both_bottoms_and_same_count_shapes():
 def test_euclidean_errors():
     expect_error('type: "EuclideanLoss"', [rnd(2, 3), rnd(2, 4)], match="same dimension")
     expect_error('type: "EuclideanLoss"', [rnd(2, 3), rnd(3, 2)], match="first dimension")
+    # 0-axis bottoms (a Reduction to one value): Caffe's LossLayer::Reshape CHECK-fails
+    expect_error('type: "EuclideanLoss"', [numpy.array(1.0), numpy.array(2.0)],
+                 match="first .batch. axis")
+    expect_error('type: "HingeLoss"', [rnd(2, 3), numpy.array(1.0)], match="first .batch. axis")
 
 
 # ---- SigmoidCrossEntropyLoss -------------------------------------------------------------
