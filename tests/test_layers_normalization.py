@@ -31,6 +31,17 @@ def run(text, arrays, phase=caffe_pb2.TRAIN, dtype=numpy.float64, top_diff=None,
     return layer, bottom, top
 
 
+def test_mvn_in_place_backward_follows_caffes_axpby():
+    """In place the top diff is the bottom diff that Caffe's backward overwrites step by step;
+    its last step, axpby, scales that buffer and then adds it to itself (x = [0, 2], dy =
+    [1, 3]: [-2, 2] -> [2, -2]; out of place the gradient is [0, 0])."""
+    _, bottom, _ = run('type: "MVN"', [numpy.array([[[[0.0, 2.0]]]])], top_diff=[1.0, 3.0],
+                       in_place=True)
+    numpy.testing.assert_allclose(bottom[0].diff.reshape(-1), [2, -2], rtol=1e-8)
+    _, bottom, _ = run('type: "MVN"', [numpy.array([[[[0.0, 2.0]]]])], top_diff=[1.0, 3.0])
+    numpy.testing.assert_allclose(bottom[0].diff.reshape(-1), [0, 0], atol=1e-6)
+
+
 # ---- BatchNorm -------------------------------------------------------------------------------
 @pytest.mark.parametrize("shape", [(4, 3, 2, 3), (5, 2), (3, 2, 4)])
 def test_batchnorm_gradient_batch_stats(shape):
@@ -165,7 +176,7 @@ def test_mvn_in_place_reproduces_caffe_aliasing():
     g = y * d
     g = numpy.broadcast_to(g.sum(axis=1, keepdims=True), g.shape) * y
     g = g + g.sum(axis=1, keepdims=True)
-    g = (g - g / 4) / std
+    g = 2 * (g * (-1.0 / 4)) / std   # axpby as Caffe defines it: scale y, then add x (= y)
     numpy.testing.assert_allclose(b[0].diff.reshape(2, 4), g, rtol=1e-9, atol=1e-12)
 
 

@@ -44,7 +44,8 @@ class MVNLayer(NeuronLayer):
             g[...] = g.sum(axis=1).reshape(-1, 1)
             g *= y
             g += dy.sum(axis=1).reshape(-1, 1)
-            g[...] = dy + g * (-1.0 / dim)
+            g *= -1.0 / dim   # Caffe's axpby: scale, then add (in place, dy is g)
+            g += dy
             g /= self.std
         else:
             g[...] = dy - (dy.sum(axis=1) * (1.0 / dim)).reshape(-1, 1)
