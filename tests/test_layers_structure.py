@@ -272,7 +272,7 @@ def test_batch_reindex_errors():
     layer, bottom, top = run('type: "BatchReindex"', [rnd(3, 2), numpy.array([0.0])])
     with pytest.raises(CaffeError, match="Cannot backprop to index"):
         layer.Backward(top, [True, True], bottom)
-    for bad in (3.0, -1.0):
+    for bad in (3.0, -1.0, -0.5, float("nan")):   # Caffe CHECKs the values, not their ints
         with pytest.raises(CaffeError, match="out of range"):
             run('type: "BatchReindex"', [rnd(3, 2), numpy.array([0.0, bad])])
     setup_error('type: "BatchReindex"', [(3, 2), (2, 1)], match="1 axis")
@@ -343,6 +343,20 @@ def test_eltwise_max_tie_rule():
     numpy.testing.assert_array_equal(bottom[0].diff, [0, 20])
     numpy.testing.assert_array_equal(bottom[1].diff, [10, 0])
     numpy.testing.assert_array_equal(bottom[2].diff, [0, 0])
+
+
+def test_eltwise_in_place_follows_caffes_order():
+    """Top = bottom[0]: Caffe fills the top before it reads the bottoms, so SUM leaves bottom[0]
+    out and in MAX bottom[0] is -FLT_MAX (never the winner: every gradient is then 0)."""
+    for param, want in (("", [10, 20]), ("operation: MAX", [3, 4])):
+        layer = make_layer('type: "Eltwise" eltwise_param { %s }' % param)
+        bottom = blobs_from([numpy.array([5.0, 1.0]), numpy.array([10.0, 20.0])
+                             if not param else numpy.array([3.0, 4.0])], F64)
+        layer.SetUp(bottom, [bottom[0]])
+        layer.Forward(bottom, [bottom[0]])
+        numpy.testing.assert_array_equal(bottom[0].data, want)
+        backward(layer, bottom, [bottom[0]], [numpy.array([1.0, 2.0])])
+        numpy.testing.assert_array_equal(bottom[1].diff, [1, 2] if not param else [0, 0])
 
 
 def test_eltwise_backward_values():

@@ -1,4 +1,6 @@
 """Eltwise: elementwise PROD, SUM (with per-bottom coefficients) or MAX of same-shaped bottoms."""
+import numpy
+
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -6,6 +8,7 @@ from ..registry import register_layer
 PROD = caffe_pb2.EltwiseParameter.PROD
 SUM = caffe_pb2.EltwiseParameter.SUM
 MAX = caffe_pb2.EltwiseParameter.MAX
+FLT_MAX = float(numpy.finfo(numpy.float32).max)
 
 
 @register_layer("Eltwise")
@@ -43,7 +46,7 @@ class EltwiseLayer(Layer):
             xp.multiply(bottom[0].data, bottom[1].data, out=out)
             for b in bottom[2:]:
                 out *= b.data
-        elif self.op == SUM and all(c == 1.0 for c in self.coeffs):
+        elif self.op == SUM and all(c == 1.0 for c in self.coeffs) and top[0] is not bottom[0]:
             # Caffe's 0 + a + b + ...: the first add writes the top (one pass, not three)
             xp.add(bottom[0].data, bottom[1].data, out=out)
             for b in bottom[2:]:
@@ -55,6 +58,8 @@ class EltwiseLayer(Layer):
                 out += b.data * dtype.type(c) if c != 1.0 else b.data
         else:
             a, b = bottom[0].data, bottom[1].data
+            if top[0] is bottom[0]:   # in place Caffe first fills the top (bottom[0]) with
+                a = xp.full_like(a, -FLT_MAX)   # -FLT_MAX, so bottom[0] never wins
             first = a > b  # ties between the first two go to the second
             mask = xp.where(first, 0, 1).astype(xp.int32)
             out[...] = xp.where(first, a, b)
