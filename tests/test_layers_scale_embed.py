@@ -4,7 +4,7 @@ import pytest
 
 from caffecli.blob import Blob
 from caffecli.errors import CaffeError
-from caffecli import Net
+from caffecli import Net, TRAIN
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from gradcheck import blobs_from, check_gradient, make_layer
@@ -196,10 +196,20 @@ def test_embed_truncates_fractional_index_like_caffe():
 
 def test_embed_refuses_index_gradient():
     layer, b, t = setup(EMBED % "", [numpy.array([1.0])])
-    assert not layer.allow_force_backward(0)
     layer.Forward(b, t)
     with pytest.raises(CaffeError, match="backpropagate"):
         layer.Backward(t, [True], b)
+
+
+def test_embed_under_force_backward_refuses_as_caffe_does():
+    """Embed keeps Caffe's default AllowForceBackward, so force_backward asks it for the index
+    gradient and its backward refuses (Filter and BatchReindex likewise)."""
+    text = ('force_backward: true\nlayer { name: "in" type: "Input" top: "i" input_param '
+            '{ shape { dim: 2 } } }\nlayer { name: "e" %s bottom: "i" top: "y" }' % (EMBED % ""))
+    net = Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN, log=False)
+    net.forward_pass()
+    with pytest.raises(CaffeError, match="Layer e .*backpropagate to EmbedLayer input"):
+        net.backward_pass()
 
 
 @pytest.mark.parametrize("text,x,match", [

@@ -21,7 +21,8 @@ class BatchReindexLayer(Layer):
         top[0].reshape((bottom[1].shape[0],) + tuple(bottom[0].shape[1:]))
 
     def forward(self, bottom, top):
-        idx = checked_indices(self, self.xp, bottom[1].data, bottom[0].shape[0])
+        idx = checked_indices(self, self.xp, bottom[1].data, bottom[0].shape[0],
+                              check_values=True)
         if top[0].count == 0:
             return
         top[0].data[...] = bottom[0].data[idx]

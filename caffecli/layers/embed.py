@@ -31,9 +31,6 @@ class EmbedLayer(Layer):
     def reshape(self, bottom, top):
         top[0].reshape(bottom[0].shape + (self.N,))
 
-    def allow_force_backward(self, bottom_index):
-        return False  # the bottom holds indices
-
     def forward(self, bottom, top):
         idx = checked_indices(self, self.xp, bottom[0].data, self.K)
         y = top[0].data.reshape(-1, self.N)
