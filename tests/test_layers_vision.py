@@ -316,6 +316,25 @@ def test_max_pooling_backward_routes_to_argmax():
     numpy.testing.assert_array_equal(bottom[0].diff[0, 0], [[0, 7], [0, 0]])
 
 
+def test_max_pooling_empty_window_diff_goes_before_its_plane():
+    """Kernel 1, stride 2, CEIL on 4x4: the third window of each axis starts at 4, past the
+    image, and takes nothing (top -FLT_MAX, mask -1). Caffe's backward adds such a window's
+    diff at index -1 of its plane: the last value of the plane before (dropped for the first
+    plane), as the windows of an (n, c) plane come, images included."""
+    x = numpy.arange(2 * 2 * 16, dtype=float).reshape(2, 2, 4, 4)
+    layer, bottom, top = run(pool("pool: MAX kernel_size: 1 stride: 2"), x, n_tops=2)
+    assert top[0].shape == (2, 2, 3, 3) and (top[1].data[..., 2] == -1).all()
+    dtop = numpy.arange(1.0, 37.0).reshape(2, 2, 3, 3)
+    top[0].diff[...] = dtop
+    layer.Backward(top, [True], bottom)
+    want = numpy.zeros_like(x)
+    want[..., ::2, ::2] = dtop[..., :2, :2]
+    empty = dtop.copy()
+    empty[..., :2, :2] = 0
+    want.reshape(4, 16)[:3, -1] += empty.reshape(4, 9).sum(axis=1)[1:]
+    numpy.testing.assert_array_equal(bottom[0].diff, want)
+
+
 def test_ave_pooling_divisor_counts_padding_by_hand():
     x = numpy.ones((1, 1, 3, 3))
     _, _, top = run(pool("pool: AVE kernel_size: 3 stride: 2 pad: 1"), x)

@@ -42,6 +42,9 @@ class PoolGeometry:
                        for i, o, s, k, p in zip(self.in_hw, out, self.stride, self.kernel,
                                                 self.pad)]
         self._constants = {}
+        # a window past the image (ceil rounding with a stride above the kernel) takes no input
+        self.empty_windows = any((o - 1) * st - p >= i for o, st, p, i in
+                                 zip(out, self.stride, self.pad, self.in_hw) if o > 0)
 
     def constant(self, xp, key, make):
         """The host array ``make()`` as ``xp``'s array, made once per geometry and device: on
@@ -156,6 +159,26 @@ def max_pool_backward(xp, dtop, arg, geo, dtype):
         xp.multiply(dtop, hit, out=share)
         buf[sl] += share
     return geo.interior(buf)
+
+
+def spill_empty_windows(xp, dtop, arg, dx, data_dependent):
+    """Caffe's MAX backward adds a window's diff at its winner's index in the window's plane;
+    a window nothing won (index -1: a window past the image, or inputs all -inf / NaN) adds it
+    to the value before the plane, the last of the previous (n, c) plane (before the first
+    plane: memory outside the blob, so nothing here). In scan order on the host; the device
+    adds each plane's sum (only for empty geometry: ``data_dependent`` False, no read-back)."""
+    planes = dtop.shape[0] * dtop.shape[1]
+    nothing = (arg < 0).reshape(planes, -1)
+    hw = dx.size // max(planes, 1)
+    if data_dependent:
+        plane_of = xp.nonzero(nothing)[0]
+        if plane_of.size:
+            keep = plane_of > 0
+            xp.add.at(dx.reshape(-1), plane_of[keep] * hw - 1,
+                      dtop.reshape(planes, -1)[nothing][keep])
+        return
+    sums = xp.where(nothing, dtop.reshape(planes, -1), dtop.dtype.type(0)).sum(axis=1)
+    dx.reshape(planes, hw)[:-1, -1] += sums[1:]
 
 
 def ave_pool(xp, x, geo):

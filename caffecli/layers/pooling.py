@@ -3,7 +3,8 @@ import numpy
 
 from .. import context
 from ..kernels.pooling import (PP, geometry, ave_pool, ave_pool_backward, max_pool,
-                               max_pool_backward, stochastic_pool_test, stochastic_pool_train)
+                               max_pool_backward, spill_empty_windows, stochastic_pool_test,
+                               stochastic_pool_train)
 from ..kernels import device, pooling_jit
 from ..kernels.jit import usable as compiled_usable
 from ..kernels.threads import for_parts
@@ -161,6 +162,8 @@ class PoolingLayer(Layer):
         else:
             device.launch(self.xp, "pooling", "max_pool_backward", dx.size, dx.dtype, dtop,
                           self.arg, *geometry_args, dx)
+            if self.geo.empty_windows:
+                spill_empty_windows(self.xp, dtop, self.arg, dx, data_dependent=False)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
@@ -184,3 +187,5 @@ class PoolingLayer(Layer):
             else:
                 dx[a:b] = max_pool_backward(xp, dtop[a:b], self.arg[a:b], self.geo, dtop.dtype)
         for_parts(xp, part, dx.shape[0], dx.size)
+        if pool == PP.MAX and (xp is numpy or self.geo.empty_windows):
+            spill_empty_windows(xp, dtop, self.arg, dx, data_dependent=xp is numpy)
