@@ -437,6 +437,22 @@ def test_lrn_across_channels_by_hand():
     numpy.testing.assert_allclose(top[0].data, x * scale ** -0.7, rtol=1e-6)  # float32 params
 
 
+def test_lrn_across_channels_in_place_as_caffe_leaves_it():
+    """Top = bottom: Caffe writes scale^-beta over the input before multiplying by it, so the
+    top is scale^-2beta, and its backward overwrites the top diff the same way (the incoming
+    diff is lost): dx = 1/s - 1/s^4 for local_size 1, alpha 1, beta 0.5, k 1, s = 1 + x^2."""
+    layer = make_layer('type: "LRN" lrn_param { local_size: 1 alpha: 1 beta: 0.5 k: 1 }')
+    blob = Blob((1, 1, 1, 2), dtype=numpy.float64)
+    blob.data[...] = [1.0, 2.0]
+    layer.SetUp([blob], [blob])
+    layer.Forward([blob], [blob])
+    s = numpy.array([2.0, 5.0])
+    numpy.testing.assert_allclose(blob.data.reshape(-1), 1 / s, rtol=1e-12)
+    blob.diff[...] = [7.0, 9.0]
+    layer.Backward([blob], [True], [blob])
+    numpy.testing.assert_allclose(blob.diff.reshape(-1), 1 / s - 1 / s ** 4, rtol=1e-12)
+
+
 def test_lrn_within_channel_by_hand():
     x = R.randn(1, 1, 3, 3)
     text = 'type: "LRN" lrn_param { local_size: 3 alpha: 0.3 beta: 0.7 norm_region: WITHIN_CHANNEL }'

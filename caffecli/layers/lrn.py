@@ -62,7 +62,8 @@ class LRNLayer(Layer):
         dt = x.dtype.type
         if self.across:
             self.scale = self.scratch("scale", x.shape, x.dtype)
-            y = top[0].data
+            in_place = top[0] is bottom[0]
+            y = self.scratch("y", x.shape, x.dtype) if in_place else top[0].data
             compiled = compiled_usable(x, y, self.scale)
             # scale^-beta, kept for the compiled backward (None: this forward did not fill it)
             self.powed = self.scratch("powed", x.shape, x.dtype) if compiled else None
@@ -78,6 +79,9 @@ class LRNLayer(Layer):
                 scale += dt(self.k)
                 y[a:b] = xa * xp.power(scale, dt(-self.beta))
             for_parts(xp, part, x.shape[0], x.size)
+            if in_place:   # Caffe writes scale^-beta over the input, then multiplies by it
+                powed = xp.power(self.scale, dt(-self.beta))
+                xp.multiply(powed, powed, out=top[0].data)
         else:
             self.pooled = ave_pool(xp, x * x, self.geo)
             self.base = self.pooled * dt(self.alpha) + dt(1)
@@ -88,7 +92,7 @@ class LRNLayer(Layer):
         """ACROSS_CHANNELS as one device kernel (kernels/cuda/lrn.cu); WITHIN_CHANNEL composes
         pooling as on the host."""
         x, y = bottom[0].data, top[0].data
-        if not (self.across and device.usable(self.xp, x)):
+        if not (self.across and device.usable(self.xp, x)) or top[0] is bottom[0]:
             return self.forward(bottom, top)
         dt = x.dtype.type
         self.scale, self.powed = self.scratch("scale", x.shape, x.dtype), None
@@ -99,13 +103,27 @@ class LRNLayer(Layer):
 
     def backward_gpu(self, top, propagate_down, bottom):
         x, dy = bottom[0].data, top[0].diff
-        if not (self.across and propagate_down[0] and device.usable(self.xp, x)):
+        if not (self.across and propagate_down[0] and device.usable(self.xp, x)) \
+                or top[0] is bottom[0]:
             return self.backward(top, propagate_down, bottom)
         dt = x.dtype.type
         n, c, h, w = x.shape
         device.launch(self.xp, "lrn", "lrn_backward", n * h * w, x.dtype, x, top[0].data, dy,
                       self.scale, *device.ints(c, h * w, self.size), dt(-self.beta),
                       dt(2 * self.alpha * self.beta / self.size), bottom[0].diff)
+
+    def _backward_in_place(self, blob):
+        """Caffe's ACROSS_CHANNELS backward when the top is the bottom: it writes scale^-beta
+        over the diff (the top diff too) and squares it before reading the top diff, so the
+        gradient is (scale^-2beta) - 2 alpha beta / size * y * window sum(scale^-2beta * y /
+        scale), y being the in-place top (scale^-2beta as well)."""
+        xp, dt = self.xp, self.scale.dtype.type
+        y, dx = blob.data, blob.diff
+        powed = xp.power(self.scale, dt(-self.beta))
+        squared = powed * powed
+        ratio = squared * y / self.scale
+        accum = self._channel_window_sum(ratio, ratio)
+        dx[...] = squared - dt(2 * self.alpha * self.beta / self.size) * (y * accum)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
@@ -114,7 +132,9 @@ class LRNLayer(Layer):
         x = bottom[0].data
         dy = top[0].diff
         dt = x.dtype.type
-        if self.across:
+        if self.across and top[0] is bottom[0]:
+            self._backward_in_place(top[0])
+        elif self.across:
             y, dx = top[0].data, bottom[0].diff
             compiled = self.powed is not None and compiled_usable(x, y, dy, self.scale, dx)
 
