@@ -11,6 +11,7 @@ Where lines go follows glog as Caffe's binary and pycaffe use it: before ``start
 variables are read as glog reads them; see ``logfiles`` for the files.
 """
 import datetime
+import math
 import os
 import re
 import sys
@@ -189,8 +190,8 @@ def vlog(verbosity, line, message):
 def fmt(value):
     """A number as C++'s default ostream prints a float (6 significant digits, %g-like)."""
     value = float(value)
-    if value != value:
-        return "nan" if str(value)[0] != "-" else "-nan"
+    if value != value:   # x86's invalid operations make a NaN with its sign set: "-nan"
+        return "-nan" if math.copysign(1.0, value) < 0 else "nan"
     if value in (float("inf"), float("-inf")):
         return "inf" if value > 0 else "-inf"
     return "%g" % value

@@ -187,11 +187,14 @@ class Net:
                 given = None if values is None else values.get(lp.name, occurrence, j)
                 blob.from_proto(proto, reshape=False, values=given)
 
-    def share_trained_layers_with(self, other):
-        """Make this net's parameters use ``other``'s storage (test nets share the train net's)."""
+    def share_trained_layers_with(self, other, log=True):
+        """Make this net's parameters use ``other``'s storage (test nets share the train net's
+        before each test, saying which of its layers this net lacks, as Caffe does)."""
         for rec in other.records:
             tid = self.layer_names_index.get(rec.name)
             if tid is None:
+                if log:
+                    glog.info("net.ignoring_shared_layer", "Ignoring source layer " + rec.name)
                 continue
             src, dst = rec.layer.blobs, self.records[tid].layer.blobs
             if len(src) != len(dst):

@@ -12,6 +12,7 @@ from .blob import shape_string
 from .errors import CaffeError, first_line
 from .proto.caffemodel import open_caffemodel
 from .proto.io import write_binary, write_bytes_atomic
+from .util.hdf5_class import note_dataset_class
 from .util.lazy import h5py
 
 
@@ -72,6 +73,7 @@ def _load_hdf5_layer(net, path, lname, group):
         if not isinstance(dataset, h5py.Dataset):
             raise CaffeError("%s: data/%s/%s is not a dataset" % (path, lname, key))
         arr = numpy.asarray(dataset[()])
+        note_dataset_class(arr.dtype.kind)
         if arr.dtype.kind not in "fiu":
             raise CaffeError("%s: data/%s/%s holds %s, not numbers" % (path, lname, key,
                                                                       arr.dtype))

@@ -130,8 +130,8 @@ def parse_log(text):
 # ---- running the command -------------------------------------------------------------------
 def _fresh_process_state():
     """What a new ``caffecli`` process starts with: glog's LOG_FIRST_N lines not yet printed."""
-    from caffecli.layers import _hdf5
-    del _hdf5.logged_class[:]
+    from caffecli.util import hdf5_class
+    hdf5_class.forget()
 
 
 def run_cli(args, cwd):
@@ -647,3 +647,46 @@ def test_time_and_test_honour_stage_and_level(tmp_path):
     bad = run_cli(["time", "-model", "net.prototxt", "-phase", "VAL"], tmp_path)
     assert bad.exit_code == 1 and bad.stderr.strip() == \
         'caffecli: error: phase must be "TRAIN" or "TEST" (got "VAL")'
+
+
+def test_train_logs_caffes_rule_sharing_and_weights_lines(tmp_path):
+    """caffe.cpp adds -weights as one solver entry; each test shares the train net's layers
+    anew (net.cpp:678 names each one the test net lacks); rule lines carry their own tags."""
+    net = TINY_NET + ('layer { name: "train_only" type: "Power" bottom: "ip" top: "p" '
+                      'include { phase: TRAIN } }\n'
+                      'layer { name: "staged" type: "Power" bottom: "ip" top: "q" '
+                      'include { stage: "deploy" } }\n')
+    (tmp_path / "net.prototxt").write_text(net)
+    (tmp_path / "solver.prototxt").write_text(
+        SIGNAL_SOLVER.replace("100000000", "4").replace("display: 1", "display: 2")
+        .replace("after_train: false", "after_train: true") + "test_iter: 1\ntest_interval: 2\n")
+    first = run_cli(["train", "-solver", "solver.prototxt"], tmp_path)
+    assert first.exit_code == 0, first.output
+    result = run_cli(["train", "-solver", "solver.prototxt", "-weights", "sig_iter_4.caffemodel"
+                      ",sig_iter_4.caffemodel"], tmp_path)
+    assert result.exit_code == 0, result.output
+    err = result.stderr
+    assert 'weights: "sig_iter_4.caffemodel,sig_iter_4.caffemodel"' in err
+    assert err.count("Finetuning from sig_iter_4.caffemodel") == 4   # train and test net
+    tests = [i for i, line in enumerate(err.splitlines()) if "Testing net (#0)" in line]
+    assert len(tests) == 3   # iterations 0, 2 and 4
+    shared = tagged(err, "net.cpp")
+    assert [m for n, m in shared if n == 678] == [   # the split of ip feeding train_only too
+        "Ignoring source layer ip_ip_0_split", "Ignoring source layer train_only"] * 3
+    assert (296, "The NetState phase (1) differed from the phase (0) specified by a rule in "
+            "layer train_only") in shared
+    assert (332, "The NetState did not contain stage 'deploy' specified by a rule in layer "
+            "staged") in shared
+
+
+def test_test_builds_the_test_phase_whatever_phase_says(tmp_path):
+    net = TINY_NET + ('layer { name: "train_only" type: "Power" bottom: "ip" top: "p" '
+                      'include { phase: TRAIN } }\n')
+    (tmp_path / "net.prototxt").write_text(net)
+    (tmp_path / "solver.prototxt").write_text(SIGNAL_SOLVER.replace("100000000", "1")
+                                              .replace("after_train: false", "after_train: true"))
+    assert run_cli(["train", "-solver", "solver.prototxt"], tmp_path).exit_code == 0
+    result = run_cli(["test", "-model", "net.prototxt", "-weights", "sig_iter_1.caffemodel",
+                      "-iterations", "1", "-phase", "TRAIN"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "phase: TEST" in result.stderr and "Creating Layer train_only" not in result.stderr

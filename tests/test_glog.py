@@ -196,7 +196,7 @@ def test_every_line_caffecli_logs_names_a_source_in_the_table():
     import re
     from caffecli.glog_sources import SOURCES
     root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "caffecli")
-    call = re.compile(r'(?:glog\.(?:info|warning|error)\(|glog\.vlog\(\d+, |_info\(|'
+    call = re.compile(r'(?:glog\.(?:info|warning|error)\(|glog\.vlog\(\d+, |_info\(|say\(|'
                       r'log_where = |_log_outputs\([\w.]+, )"([^"]+)"')
     names = set()
     for folder, _, files in os.walk(root):
@@ -213,3 +213,30 @@ def test_every_line_caffecli_logs_names_a_source_in_the_table():
     assert all("upgrade_proto.v0_unknown_%s" % field in SOURCES
                for field, routes in V0_FIELDS if routes is not None)
     assert all(re.fullmatch(r"[\w./]+\.(cpp|hpp|py)(:\d+)?", tag) for tag in SOURCES.values())
+
+
+def test_numbers_print_as_iostream_does_nan_sign_included():
+    import numpy
+    with numpy.errstate(invalid="ignore"):
+        x86_nan = numpy.float32(numpy.inf) - numpy.float32(numpy.inf)   # sign bit set
+    assert [glog.fmt(v) for v in (0.1, 1e-05, 123456789.0, float("inf"))] == \
+        ["0.1", "1e-05", "1.23457e+08", "inf"]
+    assert glog.fmt(x86_nan) == "-nan" and glog.fmt(float("nan")) == "nan"
+
+
+def test_hdf5_datatype_class_lines_once_per_class(tmp_path, capsys):
+    """hdf5.cpp's LOG_FIRST_N: one "Datatype class" line per class in a process."""
+    import h5py
+    import numpy
+    from caffecli.layers._hdf5 import load_hdf5_file
+    from caffecli.util import hdf5_class
+    with h5py.File(tmp_path / "d.h5", "w") as f:
+        f["data"], f["label"] = numpy.zeros((2, 3), numpy.float32), numpy.arange(2)
+    hdf5_class.forget()
+    glog.set_stream(None)
+    for _ in range(2):
+        load_hdf5_file(str(tmp_path / "d.h5"), ["data", "label"], numpy.float32)
+    err = capsys.readouterr().err
+    assert [line.split("] ")[1] for line in err.splitlines() if "hdf5.cpp" in line] == \
+        ["Datatype class: H5T_FLOAT", "Datatype class: H5T_INTEGER"]
+    assert "hdf5.cpp:33]" in err and "hdf5.cpp:36]" in err

@@ -53,8 +53,7 @@ def _train(flags, stages):
 def _test(flags, stages):
     from .test import run_test
     run_test(flags["model"], flags["weights"], iterations=_iterations(flags, "test"),
-             gpu=flags["gpu"], level=flags["level"], stages=stages,
-             phase=_phase(flags["phase"], TEST))
+             gpu=flags["gpu"], level=flags["level"], stages=stages)   # TEST, as caffe.cpp
 
 
 def _time(flags, stages):
@@ -77,7 +76,7 @@ def _layers(flags, stages):
 COMMANDS = {
     "train": Command(_train, {"solver", "snapshot", "weights", "sigint_effect",
                               "sighup_effect"} | set(_STATE), "train or finetune a model"),
-    "test": Command(_test, {"model", "weights", "iterations", "phase"} | set(_STATE),
+    "test": Command(_test, {"model", "weights", "iterations"} | set(_STATE),
                     "score a model"),
     "device_query": Command(_device_query, {"gpu"}, "show GPU diagnostic information"),
     "time": Command(_time, {"model", "iterations", "phase"} | set(_STATE),

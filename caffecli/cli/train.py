@@ -146,7 +146,7 @@ def _train(solver_path, weights, snapshot, gpu, level, stages, sigint_effect, si
             if snapshot or weights:
                 del param.weights[:]
             if weights and root:  # the other ranks of a job get the root's weights
-                param.weights.extend(w for w in weights.split(",") if w)
+                param.weights.append(weights)   # one entry, as caffe.cpp adds the flag
             bucket = mpi_rank.bucket_bytes() if job else None
             stack.enter_context(context.solver_group(job.size if job else max(len(gpus), 1)))
             solver = get_solver(param)

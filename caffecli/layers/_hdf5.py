@@ -3,11 +3,9 @@ import os
 
 import numpy
 
-from .. import glog
 from ..errors import CaffeError
+from ..util.hdf5_class import note_dataset_class
 from ..util.lazy import h5py
-
-logged_class = []
 
 
 def load_hdf5_file(filename, names, dtype):
@@ -29,11 +27,7 @@ def load_hdf5_file(filename, names, dtype):
                                  % (filename, name, ds.dtype))
             if ds.ndim < 1:
                 raise CaffeError("%s: dataset %s must have at least 1 axis" % (filename, name))
-            if not logged_class:
-                logged_class.append(True)
-                glog.info("hdf5.float" if ds.dtype.kind == "f" else "hdf5.double",
-                          "Datatype class: %s" % ("H5T_FLOAT" if ds.dtype.kind == "f"
-                                                  else "H5T_INTEGER"))
+            note_dataset_class(ds.dtype.kind)
             arrays.append(numpy.asarray(ds[()], dtype=dtype))
     num = arrays[0].shape[0]
     for name, a in zip(names, arrays):

@@ -109,6 +109,6 @@ def build_test_nets(solver):
         net = Net(net_param, dtype=solver.dtype, log=solver.root)
         net.debug_info = param.debug_info
         load_weights(param, net)
-        net.share_trained_layers_with(solver.net)
+        net.share_trained_layers_with(solver.net, log=False)  # logged at each test
         nets.append(net)
     return nets

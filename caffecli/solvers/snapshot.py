@@ -17,6 +17,7 @@ from ..blob import Blob, shape_string
 from ..errors import CaffeError, first_line
 from ..proto import caffe_pb2
 from ..proto.io import read_binary, write_binary, write_bytes_atomic
+from ..util.hdf5_class import note_dataset_class
 from ..util.lazy import h5py
 
 SIDECAR_SUFFIX = ".caffecli"
@@ -225,6 +226,8 @@ def _restore_hdf5(solver, state_file):
     if learned is not None:
         solver.net.copy_trained_layers_from(_learned_net_path(learned, state_file))
     solver.current_step = step
+    for arr in arrays:   # Caffe's history datasets, read after the weights
+        note_dataset_class(arr.dtype.kind)
     _check_history(solver, arrays, state_file)
     solver.restore_history(arrays)
 

@@ -7,30 +7,28 @@ from ..proto import caffe_pb2
 
 def state_meets_rule(state, rule, layer_name, log=True):
     """Whether NetState ``state`` satisfies NetStateRule ``rule`` (Caffe's StateMeetsRule)."""
-    def say(msg):
+    def say(name, msg, *args):
         if log:
-            glog.info("net.state_rule", msg)
+            glog.info(name, (msg + " specified by a rule in layer %s") % (args + (layer_name,)))
     if rule.HasField("phase") and rule.phase != state.phase:
-        say("The NetState phase (%d) differed from the phase (%d) specified by a rule in "
-            "layer %s" % (state.phase, rule.phase, layer_name))
+        say("net.state_rule_phase", "The NetState phase (%d) differed from the phase (%d)",
+            state.phase, rule.phase)
         return False
     if rule.HasField("min_level") and state.level < rule.min_level:
-        say("The NetState level (%d) is above the min_level (%d) specified by a rule in "
-            "layer %s" % (state.level, rule.min_level, layer_name))
+        say("net.state_rule_min_level", "The NetState level (%d) is above the min_level (%d)",
+            state.level, rule.min_level)
         return False
     if rule.HasField("max_level") and state.level > rule.max_level:
-        say("The NetState level (%d) is above the max_level (%d) specified by a rule in "
-            "layer %s" % (state.level, rule.max_level, layer_name))
+        say("net.state_rule_max_level", "The NetState level (%d) is above the max_level (%d)",
+            state.level, rule.max_level)
         return False
     for s in rule.stage:
         if s not in state.stage:
-            say("The NetState did not contain stage '%s' specified by a rule in layer %s"
-                % (s, layer_name))
+            say("net.state_rule_stage", "The NetState did not contain stage '%s'", s)
             return False
     for s in rule.not_stage:
         if s in state.stage:
-            say("The NetState contained a not_stage '%s' specified by a rule in layer %s"
-                % (s, layer_name))
+            say("net.state_rule_not_stage", "The NetState contained a not_stage '%s'", s)
             return False
     return True
 
