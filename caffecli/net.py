@@ -34,9 +34,7 @@ class Net:
         if phase is not None:
             param.state.phase = phase
             param.state.level = level
-            if stages:
-                del param.state.stage[:]
-                param.state.stage.extend(stages)
+            param.state.stage.extend(stages)   # added to the file's, as Caffe's Net()
         self.dtype = numpy.dtype(dtype)
         self.log = log
         # Caffe's Net callbacks: each is called with the layer index around that layer's pass
@@ -167,7 +165,7 @@ class Net:
         for lp in param.layer:
             occurrence = seen[lp.name]
             seen[lp.name] += 1
-            lid = self.layer_names_index.get(lp.name)
+            lid = self.first_layer_index(lp.name)
             if lid is None:
                 self._info("net.ignoring_source_layer", "Ignoring source layer " + lp.name)
                 continue
@@ -191,7 +189,7 @@ class Net:
         """Make this net's parameters use ``other``'s storage (test nets share the train net's
         before each test, saying which of its layers this net lacks, as Caffe does)."""
         for rec in other.records:
-            tid = self.layer_names_index.get(rec.name)
+            tid = self.first_layer_index(rec.name)
             if tid is None:
                 if log:
                     glog.info("net.ignoring_shared_layer", "Ignoring source layer " + rec.name)
@@ -243,6 +241,17 @@ class Net:
 
     def has_blob(self, name):
         return name in self.blob_names_index
+
+    def first_layer_index(self, name):
+        """The first layer named ``name``, or None: Caffe's linear searches (copying weights,
+        sharing layers, pycaffe's start/end) find the first of duplicate names, where its
+        name map (layer_names_index, layer_by_name, HDF5 weights) holds the last."""
+        first = self.__dict__.get("_first_layer")
+        if first is None:
+            first = self._first_layer = {}
+            for i, rec in enumerate(self.records):
+                first.setdefault(rec.name, i)
+        return first.get(name)
 
     def layer_by_name(self, name):
         if name not in self.layer_names_index:

@@ -203,3 +203,31 @@ def test_loss_layer_without_a_top_gets_an_anonymous_one():
                                   named.layer_by_name("ip").blobs[0].diff, rtol=1e-6)
     assert "(automatic)" in anonymous.blob_names and anonymous.output_names == []
     assert named.output_names == ["loss"]
+
+
+def test_stages_given_to_net_add_to_the_files():
+    """Caffe's Net(file, phase, level, stages) adds the stages to the file's NetState."""
+    text = ('state { stage: "a" }\n' + BASE +
+            'layer { name: "ra" type: "ReLU" bottom: "y" top: "ya" include { stage: "a" } }\n'
+            'layer { name: "rb" type: "ReLU" bottom: "y" top: "yb" include { stage: "b" } }\n')
+    net = net_from(text, TEST, stages=["b"])
+    assert {"ra", "rb"} <= set(net.layer_names)
+
+
+def test_duplicate_layer_names_copy_and_share_into_the_first():
+    """Caffe copies weights and shares layers by a linear search: the first of two layers
+    with one name gets them (its name map, for layer_by_name, holds the last)."""
+    twice = BASE + ('layer { name: "ip" type: "InnerProduct" bottom: "y" top: "z" '
+                    'inner_product_param { num_output: 2 } }\n')
+    source = net_from(BASE)
+    source.layer_by_name("ip").blobs[0].data[...] = 3.0
+    net = net_from(twice)
+    net.copy_from_net_param(source.to_proto())
+    first, second = [r.layer for r in net.records if r.name == "ip"]
+    assert (first.blobs[0].data == 3).all() and not (second.blobs[0].data == 3).any()
+    assert net.layer_by_name("ip") is second
+    shared = net_from(twice)
+    shared.share_trained_layers_with(source)
+    source.layer_by_name("ip").blobs[0].data[...] = 5.0   # seen through shared storage only
+    assert [bool((r.layer.blobs[0].data == 5).all())
+            for r in shared.records if r.name == "ip"] == [True, False]

@@ -149,7 +149,7 @@ class Net(EngineView, BatchedRuns):
 
     # ---- running -------------------------------------------------------------------------
     def _layer_index(self, name):
-        index = self._engine.layer_names_index.get(name)
+        index = self._engine.first_layer_index(name)   # pycaffe's list.index
         if index is None:
             raise ValueError("no layer named %r in net %s" % (name, self._engine.name))
         return index
