@@ -113,6 +113,9 @@ class GraphBuilder:
         if layer.auto_top_blobs:
             for j in range(len(lp.top), max(layer.min_top_blobs, layer.exact_num_top_blobs)):
                 self._append_top(rec, lp, j, None)
+        # the net's own copy of the specs decides what learns: a layer's SetUp may add specs to
+        # its copy (BatchNorm pins lr_mult 0 there, which the solver then reads)
+        lr_mults = [spec.lr_mult for spec in lp.param]
         layer.SetUp(rec.bottoms, rec.tops)
         self._info("net.setting_up", "Setting up " + lp.name)
         for j, (top, tid) in enumerate(zip(rec.tops, rec.top_ids)):
@@ -123,11 +126,11 @@ class GraphBuilder:
                            "    with loss weight " + glog.fmt(layer.loss(j)))
             self._memory += top.count()
         self._info("net.memory", "Memory required for data: %d" % (self._memory * 4))
-        if len(lp.param) > len(layer.blobs):
+        if len(lr_mults) > len(layer.blobs):
             raise CaffeError("Too many params specified for layer %s (%d param specs, "
-                             "%d parameter blobs)" % (lp.name, len(lp.param), len(layer.blobs)))
+                             "%d parameter blobs)" % (lp.name, len(lr_mults), len(layer.blobs)))
         for pid in range(len(layer.blobs)):
-            learn = _param_spec(lp, pid).lr_mult != 0
+            learn = (lr_mults[pid] if pid < len(lr_mults) else 1.0) != 0
             rec.need_backward |= learn
             layer.set_param_propagate_down(pid, learn)
             self._append_param(layer_id, pid)

@@ -231,3 +231,29 @@ def test_duplicate_layer_names_copy_and_share_into_the_first():
     source.layer_by_name("ip").blobs[0].data[...] = 5.0   # seen through shared storage only
     assert [bool((r.layer.blobs[0].data == 5).all())
             for r in shared.records if r.name == "ip"] == [True, False]
+
+
+def test_batchnorm_on_the_input_needs_backward_as_in_caffe():
+    """Caffe decides need_backward from the net's copy of the specs, where BatchNorm has none
+    (lr_mult 1 by default): it runs BatchNorm's backward, which writes the bottom diff whatever
+    propagate_down says; the lr_mult 0 it pins in its own copy still keeps the statistics."""
+    text = ('%s\nlayer { name: "in" type: "Input" top: "x" top: "t" input_param { shape '
+            '{ dim: 4 dim: 3 } shape { dim: 4 dim: 2 } } }\n'
+            'layer { name: "bn" type: "BatchNorm" bottom: "x" top: "b" }\n'
+            'layer { name: "ip" type: "InnerProduct" bottom: "b" top: "y" inner_product_param '
+            '{ num_output: 2 weight_filler { type: "gaussian" std: 1 } } }\n'
+            'layer { name: "loss" type: "EuclideanLoss" bottom: "y" bottom: "t" }\n')
+    diffs = []
+    for force in ("", "force_backward: true"):
+        net = net_from(text % force)
+        rng = numpy.random.RandomState(1)
+        net.blob_by_name("x").data[...] = rng.randn(4, 3)
+        net.blob_by_name("t").data[...] = rng.randn(4, 2)
+        net.layer_by_name("ip").blobs[0].data[...] = numpy.arange(6).reshape(2, 3) / 5.0
+        assert net.records[1].need_backward
+        net.forward_pass()
+        net.backward_pass()
+        diffs.append(net.blob_by_name("x").diff.copy())
+        assert [net.params_lr[i] for i in range(3)] == [0, 0, 0]
+    assert abs(diffs[0]).sum() > 0
+    numpy.testing.assert_array_equal(diffs[0], diffs[1])

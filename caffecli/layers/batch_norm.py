@@ -136,8 +136,8 @@ class BatchNormLayer(NeuronLayer):
                       *device.ints(channels, spatial), x_norm, y)
 
     def backward(self, top, propagate_down, bottom):
-        if not propagate_down[0]:
-            return
+        # Caffe's Backward_cpu writes the bottom diff whatever propagate_down says (called at
+        # all, the layer is one the net marked as needing backward)
         xp = self.xp
         dy = self._view(top[0].diff, bottom)
         if self.use_global_stats:
