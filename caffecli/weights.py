@@ -100,15 +100,14 @@ def save_hdf5(net, path, write_diff=False):
         diff = f.create_group("diff") if write_diff else None
         seen = set()
         for lid, (name, layer) in enumerate(zip(net.layer_names, net.layers)):
-            if not layer.blobs or name in seen:
+            if name in seen:   # (Caffe's H5Gcreate fails on a second group of one name)
                 continue
             seen.add(name)
-            g = data.create_group(name)
+            g = data.create_group(name)   # every layer has its groups, as in Caffe's ToHDF5
             dg = diff.create_group(name) if diff is not None else None
             for j, blob in enumerate(layer.blobs):
-                if net.is_shared_param(lid, j):
-                    continue  # shared parameters are stored once, by their owner (as Caffe)
-                g.create_dataset(str(j), data=blob.cpu_data())
-                if dg is not None:
+                if not net.is_shared_param(lid, j):   # values once, by their owner
+                    g.create_dataset(str(j), data=blob.cpu_data())
+                if dg is not None:   # diffs for every layer's params, shared ones too
                     dg.create_dataset(str(j), data=blob.cpu_diff())
     write_bytes_atomic(path, buf.getvalue())

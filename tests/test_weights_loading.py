@@ -125,3 +125,28 @@ def test_assigning_a_wrong_shape_leaves_the_values(standin):
     assert (blob.data == 7).all()
     blob.diff = 2.5
     assert (blob.diff == 2.5).all()
+
+
+def test_hdf5_weights_have_caffes_layout(tmp_path):
+    """Net::ToHDF5: a data (and diff) group for every layer, parameters or not; values once,
+    under the owner of a shared parameter; diffs for every layer, shared ones too. The file
+    loads back into the net."""
+    import h5py
+    from caffecli.weights import load_weights, save_hdf5
+    text = '''
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "ip1" type: "InnerProduct" bottom: "x" top: "a" param { name: "w" }
+        inner_product_param { num_output: 3 bias_term: false } }
+layer { name: "relu" type: "ReLU" bottom: "a" top: "a" }
+layer { name: "ip2" type: "InnerProduct" bottom: "a" top: "b" param { name: "w" }
+        inner_product_param { num_output: 3 bias_term: false } }
+'''
+    net = Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN, log=False)
+    save_hdf5(net, str(tmp_path / "w.caffemodel.h5"), write_diff=True)
+    with h5py.File(tmp_path / "w.caffemodel.h5", "r") as f:
+        names = []
+        f.visit(names.append)
+    assert sorted(names) == ["data", "data/in", "data/ip1", "data/ip1/0", "data/ip2", "data/relu",
+                             "diff", "diff/in", "diff/ip1", "diff/ip1/0", "diff/ip2",
+                             "diff/ip2/0", "diff/relu"]
+    load_weights(net, str(tmp_path / "w.caffemodel.h5"))
