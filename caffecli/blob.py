@@ -330,7 +330,8 @@ class Blob:
 
     def from_proto(self, proto, reshape=True, values=None):
         """Load data (and diff, when present) from a BlobProto, or from ``values`` ({"data":
-        array, "diff": array}, a caffemodel's values read apart from their proto)."""
+        array, "diff": array}, a caffemodel's values read apart from their proto); the data
+        must hold a value for each element, as Caffe's FromProto checks."""
         shape = self.proto_shape(proto)
         if reshape:
             self.reshape(shape)
@@ -342,10 +343,10 @@ class Blob:
             given = (values or {}).get(target)
             if given is None:
                 given = getattr(proto, src_d) or getattr(proto, src_f)
-            if len(given):
+            if len(given) or target == "data":   # data is required (Caffe's CHECK_EQ)
                 if len(given) != self._count:
-                    raise CaffeError("blob proto has %d values for shape %s"
-                                     % (len(given), self.shape_string()))
+                    raise CaffeError("blob proto has %d %s values for shape %s"
+                                     % (len(given), target, self.shape_string()))
                 if not isinstance(given, numpy.ndarray):
                     given = numpy.asarray(given, dtype=self.dtype)
                 self._overwritten(target)[...] = given.reshape(self._shape)

@@ -183,7 +183,11 @@ class Net:
                                                     shape_string(Blob.proto_shape(proto)),
                                                     blob.shape_string()))
                 given = None if values is None else values.get(lp.name, occurrence, j)
-                blob.from_proto(proto, reshape=False, values=given)
+                try:
+                    blob.from_proto(proto, reshape=False, values=given)
+                except CaffeError as exc:
+                    raise CaffeError("%s: layer %s param %d: %s" % (source, lp.name, j, exc)) \
+                        from None
 
     def share_trained_layers_with(self, other, log=True):
         """Make this net's parameters use ``other``'s storage (test nets share the train net's

@@ -161,6 +161,10 @@ def test_weights_roundtrip_and_mismatch(tmp_path):
         other.copy_trained_layers_from(path)
     with pytest.raises(CaffeError, match="not found"):
         other.copy_trained_layers_from(str(tmp_path / "missing.caffemodel"))
+    empty = n.to_proto()   # a blob with its shape but no values: Caffe's FromProto CHECK
+    del empty.layer[1].blobs[0].data[:]
+    with pytest.raises(CaffeError, match=r"layer ip param 0: blob proto has 0 data values"):
+        net_from(BASE).copy_from_net_param(empty)
 
 
 def test_share_trained_layers_with():
