@@ -1,22 +1,28 @@
 """``caffecli time``: benchmark forward and backward, layer by layer (caffe.cpp's time()).
 
 Like Caffe, the net is run as built (inputs hold whatever the fillers or zeros left there), every
-layer's backward is called in the timed loop, and times are microsecond wall clock (GPU work is
-synchronized before each reading).
+layer's backward is called in the timed loop, and times are wall clock at the resolution of
+Caffe's timer (GPU work is synchronized before each reading).
 """
 import time as _clock
 
 import numpy
 
-from .. import glog
+from .. import context, glog
 from ..errors import CaffeError
 from ..net import Net, TRAIN
 from .devices import parse_gpus, synchronize, use_single_device
 
 
 def _us(seconds):
-    """Seconds to whole microseconds, the resolution of Caffe's CPU timer."""
-    return float(round(seconds * 1e6))
+    """Seconds to whole microseconds, as Caffe's CPU timer counts them (MicroSeconds)."""
+    return float(int(seconds * 1e6))
+
+
+def _ms(seconds):
+    """Seconds as Caffe's Timer::MilliSeconds gives them: whole milliseconds on the CPU
+    (boost's total_milliseconds), fractions from the GPU's events."""
+    return seconds * 1e3 if context.is_gpu() else float(int(seconds * 1e3))
 
 
 def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
@@ -56,7 +62,7 @@ def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
             backward_us[i] += _us(clock() - t)
         backward_time += _us(clock() - bwd_start)
         glog.info("caffe.iteration_time", "Iteration: %d forward-backward time: %s ms."
-                  % (j + 1, glog.fmt(_us(clock() - iter_start) / 1000)))
+                  % (j + 1, glog.fmt(_ms(clock() - iter_start))))
     glog.info("caffe.average_time_per_layer", "Average time per layer: ")
     n = iterations or float("nan")  # Caffe divides by zero too
     for i, rec in enumerate(records):
@@ -65,7 +71,7 @@ def run_time(model, iterations=50, gpu="", phase=TRAIN, level=0, stages=("",)):
                   % (name, glog.fmt(forward_us[i] / 1000 / n)))
         glog.info("caffe.layer_backward_ms", "%10s\tbackward: %s ms."
                   % (name, glog.fmt(backward_us[i] / 1000 / n)))
-    total_ms = _us(clock() - total_start) / 1000
+    total_ms = _ms(clock() - total_start)
     result = {"forward": forward_time / 1000 / n, "backward": backward_time / 1000 / n,
               "forward_backward": total_ms / n}
     glog.info("caffe.average_forward", "Average Forward pass: %s ms." % glog.fmt(result["forward"]))

@@ -207,6 +207,8 @@ class Solver:
     def _display(self):
         now = time.perf_counter()
         lapse = now - self._timer
+        if not context.is_gpu():   # Caffe's CPU Timer counts whole milliseconds
+            lapse = int(lapse * 1000) / 1000.0
         per_s = (self.iter - self._iterations_last) / (lapse if lapse else 1.0)
         self._info("solver.iteration_speed", "Iteration %d (%s iter/s, %ss/%d iters), loss = %s" % (
             self.iter, glog.fmt(per_s), glog.fmt(lapse), self.param.display,
