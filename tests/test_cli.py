@@ -692,3 +692,12 @@ def test_test_builds_the_test_phase_whatever_phase_says(tmp_path):
                       "-iterations", "1", "-phase", "TRAIN"], tmp_path)
     assert result.exit_code == 0, result.output
     assert "phase: TEST" in result.stderr and "Creating Layer train_only" not in result.stderr
+
+
+def test_device_query_without_gpu_flag_says_querying_and_succeeds(tmp_path, monkeypatch):
+    """Caffe's device_query with no -gpu logs "Querying GPUs " and queries nothing."""
+    monkeypatch.delenv("CAFFECLI_STANDIN_GPU", raising=False)
+    result = run_cli(["device_query"], tmp_path)
+    assert result.exit_code == 0, result.output
+    assert [m for _, m in tagged(result.stderr, "caffe.cpp")] == ["Querying GPUs "]
+    assert "Device id:" not in result.stderr

@@ -2,7 +2,6 @@
 after the versions of cupy, CUDA and cuDNN found and whether the cuDNN engines are on
 (caffecli's own lines)."""
 from .. import backend, engines, glog
-from ..errors import CaffeError
 from .devices import parse_gpus
 
 _FIELDS = [
@@ -38,11 +37,12 @@ def _show(value, key):
 
 
 def run_device_query(gpu):
-    """Log each requested device's properties; unusable GPUs raise CaffeError."""
-    if not gpu:
-        raise CaffeError("Need a GPU to query (--gpu N, --gpu 0,1 or --gpu all).")
+    """Log each requested device's properties; unusable GPUs raise CaffeError. With no -gpu,
+    as Caffe: the "Querying GPUs" line and no device (here after the versions found)."""
     glog.info("caffe.querying_gpus", "Querying GPUs " + gpu)
-    devices = parse_gpus(gpu)
+    devices = parse_gpus(gpu) if gpu else []
+    if not devices and backend.device_module() is None:
+        return 0   # no device module: nothing more to say (Caffe's CPU build says no more)
     for name, version in backend.software_versions():
         glog.info("device_query.version", "%-31s%s" % (name + ":", version))
     glog.info("device_query.version", "%-31s%s" % ("cuDNN engines:", engines.cudnn_missing()
