@@ -85,6 +85,28 @@ def test_resize_image_matches_scikit_image_numbers():
                                                  [18.602793, 21.126822, 23.65085]], atol=2e-6)
 
 
+def test_resize_image_spline_orders_match_scikit_image_and_scipy_numbers():
+    """Orders 2 to 5 as pycaffe's libraries compute them: the 1/3-channel values by scikit-image
+    0.26 (through BVLC's resize_image), the other channel counts by scipy.ndimage.zoom."""
+    from scipy import ndimage
+    im = numpy.arange(0, 32, 2, dtype=numpy.float32).reshape(4, 4, 1)
+    numpy.testing.assert_allclose(caffe_io.resize_image(im, (2, 3), 3)[:, :, 0],
+                                  [[4.541368, 6.721305, 10.799693],
+                                   [22.884312, 22.794313, 29.14264]], atol=2e-5)
+    peak = numpy.array([[0, 10, 0], [10, 40, 10]], numpy.float32).reshape(2, 3, 1)
+    numpy.testing.assert_allclose(caffe_io.resize_image(peak, (3, 5), 2)[:, :, 0],
+                                  [[0, 2.0192754, 6.0428896, 2.0192754, 0],
+                                   [2.6854548, 16.461731, 29.289322, 16.461731, 2.6854548],
+                                   [5.3984776, 22.33258, 37.284832, 22.33258, 5.3984776]],
+                                  atol=2e-5)
+    four = numpy.random.RandomState(0).rand(5, 6, 4).astype(numpy.float32)
+    for order in (2, 3, 4, 5):
+        want = ndimage.zoom(four, (7 / 5, 3 / 6, 1), order=order).astype(numpy.float32)
+        numpy.testing.assert_array_equal(caffe_io.resize_image(four, (7, 3), order), want)
+    with pytest.raises(ValueError, match="0 to 5"):
+        caffe_io.resize_image(im, (2, 3), 6)
+
+
 def test_resize_image_upsampling_blends_border_towards_minimum():
     """skimage's mode='constant' reads zero (the image minimum after scaling) past the edge."""
     im = numpy.array([10, 20], dtype=numpy.float32).reshape(2, 1, 1)
@@ -105,7 +127,7 @@ def test_resize_image_constant_and_order_checks():
     out = caffe_io.resize_image(numpy.full((3, 3, 3), 0.5, numpy.float64), (5, 2))
     assert out.dtype == numpy.float32 and out.shape == (5, 2, 3) and (out == 0.5).all()
     with pytest.raises(ValueError, match="interp_order"):
-        caffe_io.resize_image(numpy.random.rand(3, 3, 3), (5, 5), interp_order=3)
+        caffe_io.resize_image(numpy.random.rand(3, 3, 3), (5, 5), interp_order=7)
 
 
 def test_oversample_corners_centre_and_mirrors():

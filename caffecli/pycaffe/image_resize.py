@@ -1,4 +1,5 @@
-"""pycaffe's image resizing (caffe.io.resize_image) in numpy alone, without scikit-image/scipy.
+"""pycaffe's image resizing (caffe.io.resize_image): orders 0 and 1 in numpy alone, the spline
+orders through scipy.ndimage as scikit-image itself does.
 
 pycaffe resizes 1- and 3-channel images with ``skimage.transform.resize(order=1,
 mode='constant')`` and others with ``scipy.ndimage.zoom``. ``resize_like_skimage`` repeats the
@@ -92,21 +93,44 @@ def zoom_like_ndimage(image, new_dims, order=1):
     return sampled.astype(dtype)
 
 
+def spline_resize(image, new_dims, order, like_skimage):
+    """Orders 2 to 5 through scipy.ndimage, as pycaffe's libraries do: like skimage's resize
+    (Gaussian anti-aliasing of shrunk axes, then zoom with grid_mode and zero outside, clipped
+    to the input's range) or like scipy.ndimage.zoom itself (corner to corner)."""
+    from scipy import ndimage   # a dependency; loaded only for these orders
+    image = image.astype(_float_type(image.dtype), copy=False)
+    shape = tuple(new_dims) + image.shape[2:]
+    factors = numpy.array(image.shape, dtype=numpy.float64) / numpy.array(shape)
+    if not like_skimage:
+        return ndimage.zoom(image, 1 / factors, order=order)
+    filtered = image
+    if (factors > 1).any():
+        filtered = ndimage.gaussian_filter(image, numpy.maximum(0.0, (factors - 1) / 2),
+                                           cval=0.0, mode="constant")
+    out = ndimage.zoom(filtered, 1 / factors, order=order, mode="grid-constant", cval=0.0,
+                       grid_mode=True)
+    return numpy.clip(out, image.min(), image.max())
+
+
 def resize_image(im, new_dims, interp_order=1):
     """Resize an H x W x K image to ``new_dims`` (height, width) as pycaffe does: 1- and 3-channel
     images are scaled to [0, 1], resized like scikit-image (anti-aliased, zero beyond the border)
     and scaled back; a constant image stays constant; other channel counts are resampled corner
-    to corner like scipy.ndimage.zoom. float32 out; interp_order 0 or 1."""
-    if interp_order not in (0, 1):
-        raise ValueError("resize_image supports interp_order 0 (nearest) and 1 (linear), got %r"
-                         % (interp_order,))
+    to corner like scipy.ndimage.zoom. float32 out; interp_order 0 to 5 (orders 0 and 1 in
+    numpy here, splines through scipy.ndimage)."""
+    if interp_order not in range(6):
+        raise ValueError("interp_order must be 0 to 5 (a spline order), got %r" % (interp_order,))
+    spline = interp_order >= 2
     new_dims = tuple(int(d) for d in new_dims)
     if im.shape[-1] in (1, 3):
         im_min, im_max = im.min(), im.max()
         if not im_max > im_min:
             return numpy.full(new_dims + (im.shape[-1],), im_min, dtype=numpy.float32)
         im_std = (im - im_min) / (im_max - im_min)
-        resized = resize_like_skimage(im_std, new_dims, interp_order) * (im_max - im_min) + im_min
+        resized = (spline_resize(im_std, new_dims, interp_order, True) if spline else
+                   resize_like_skimage(im_std, new_dims, interp_order))
+        resized = resized * (im_max - im_min) + im_min
     else:
-        resized = zoom_like_ndimage(im, new_dims, interp_order)
+        resized = (spline_resize(im, new_dims, interp_order, False) if spline else
+                   zoom_like_ndimage(im, new_dims, interp_order))
     return resized.astype(numpy.float32)

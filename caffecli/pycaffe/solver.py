@@ -79,8 +79,9 @@ class SGDSolver(Solver):
 
     @property
     def lr(self):
-        """The learning rate of the current iteration (Caffe's GetLearningRate)."""
-        return self._engine.get_learning_rate()
+        """The learning rate of the current iteration (Caffe's GetLearningRate), a Python float
+        as Boost.Python hands it over."""
+        return float(self._engine.get_learning_rate())
 
 
 def _rule_class(rule):
