@@ -110,9 +110,10 @@ class RecurrentLayer(Layer):
     # ---- helpers for the subclasses ----------------------------------------------------
     def initial_states(self, bottom):
         """The states at t = 0: the exposed bottoms, or (copies of) the last forward's final
-        states. Those live in blobs as Caffe's h_T/c_T do, so a smaller batch carries on the
-        first streams' states (a reshape within capacity keeps the values) and a larger one
-        starts from zeros; they follow the mode like any blob."""
+        states. Those live in blobs as Caffe's h_T/c_T do: a reshape within the blobs' capacity
+        keeps the values (a smaller batch carries on the first streams' states, a larger one up
+        to the largest seen gets the rest back), beyond it the states start from zeros; they
+        follow the mode like any blob."""
         shape = (self.N, self.H)
         if self.expose_hidden:
             first = 2 + self.static_input
