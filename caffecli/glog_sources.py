@@ -55,8 +55,9 @@ SOURCES = {
     "compute_image_mean.channels": "compute_image_mean.cpp:114",
     "compute_image_mean.mean_value": "compute_image_mean.cpp:119",
     # convert_cifar_data.cpp
-    "convert_cifar_data.train": "convert_cifar_data.cpp:45",
-    "convert_cifar_data.test": "convert_cifar_data.cpp:69",
+    "convert_cifar_data.train": "convert_cifar_data.cpp:52",
+    "convert_cifar_data.batch": "convert_cifar_data.cpp:55",
+    "convert_cifar_data.test": "convert_cifar_data.cpp:73",
     # convert_imageset.cpp
     "convert_imageset.shuffling": "convert_imageset.cpp:86",
     "convert_imageset.images": "convert_imageset.cpp:89",
@@ -65,8 +66,8 @@ SOURCES = {
     "convert_imageset.processed": "convert_imageset.cpp:150",
     "convert_imageset.processed_all": "convert_imageset.cpp:157",
     # convert_mnist_data.cpp
-    "convert_mnist_data.items": "convert_mnist_data.cpp:89",
-    "convert_mnist_data.rows_cols": "convert_mnist_data.cpp:90",
+    "convert_mnist_data.items": "convert_mnist_data.cpp:88",
+    "convert_mnist_data.rows_cols": "convert_mnist_data.cpp:89",
     "convert_mnist_data.processed": "convert_mnist_data.cpp:108",
     # data_layer.cpp
     "data.output_size": "data_layer.cpp:45",
@@ -78,13 +79,14 @@ SOURCES = {
     # db_lmdb.cpp
     "db_lmdb.opened": "db_lmdb.cpp:35",
     # extract_features.cpp
-    "extract_features.using_gpu": "extract_features.cpp:59",
-    "extract_features.device": "extract_features.cpp:65",
-    "extract_features.using_cpu": "extract_features.cpp:69",
-    "extract_features.start": "extract_features.cpp:140",
-    "extract_features.extracted": "extract_features.cpp:167",
-    "extract_features.extracted_all": "extract_features.cpp:179",
-    "extract_features.done": "extract_features.cpp:184",
+    "extract_features.using_gpu": "extract_features.cpp:52",
+    "extract_features.device": "extract_features.cpp:58",
+    "extract_features.using_cpu": "extract_features.cpp:62",
+    "extract_features.opening": "extract_features.cpp:125",
+    "extract_features.start": "extract_features.cpp:133",
+    "extract_features.extracted": "extract_features.cpp:165",
+    "extract_features.extracted_all": "extract_features.cpp:176",
+    "extract_features.done": "extract_features.cpp:181",
     # hdf5.cpp
     "hdf5.float": "hdf5.cpp:33",
     "hdf5.integer": "hdf5.cpp:36",

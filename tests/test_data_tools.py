@@ -216,3 +216,26 @@ def test_extract_features_writes_float_datums(tmp_path):
     assert [k for k, _ in recs] == ["%010d" % i for i in range(4)]
     numpy.testing.assert_allclose(recs[3][1].float_data, w @ arrays[3].ravel(), rtol=1e-5)
     assert len(records(out + "_d")[0][1].float_data) == 4
+
+
+def test_converters_log_caffes_lines_and_make_caffes_lmdb_folder(tmp_path, capsys):
+    """The db opening line of db_lmdb.cpp before the counts, CIFAR's per-batch lines, the
+    LMDB folder made as mkdir(source, 0744), and only Caffe's backend spellings."""
+    from caffecli import glog
+    glog.set_stream(None)
+    img, lab = write_mnist(str(tmp_path), numpy.zeros((2, 2, 2)), [0, 1])
+    convert_mnist_data.run(img, lab, str(tmp_path / "m"))
+    make_cifar_folder(str(tmp_path / "in"), per_file=1)
+    convert_cifar_data.run(str(tmp_path / "in"), str(tmp_path), "lmdb")
+    lines = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()
+             if "] " in line]
+    assert lines[:3] == ["Opened lmdb " + str(tmp_path / "m"), "A total of 2 items.",
+                         "Rows: 2 Cols: 2"]
+    train = "Opened lmdb " + os.path.join(str(tmp_path), "cifar10_train_lmdb")
+    assert lines[lines.index(train) + 1:lines.index(train) + 7] == \
+        ["Writing Training data"] + ["Training Batch %d" % i for i in range(1, 6)]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert os.stat(tmp_path / "m").st_mode & 0o777 == 0o744 & ~umask
+    with pytest.raises(CaffeError, match="Unknown database backend 'LMDB'"):
+        convert_mnist_data.run(img, lab, str(tmp_path / "m2"), "LMDB")

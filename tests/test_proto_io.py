@@ -46,3 +46,17 @@ def test_atomic_write_leaves_no_temp(tmp_path):
     path = str(tmp_path / "a.caffemodel")
     write_binary(path, caffe_pb2.NetParameter(name="n"))
     assert os.listdir(tmp_path) == ["a.caffemodel"]
+
+
+def test_text_output_escapes_and_prints_numbers_as_cpp_textformat():
+    """C++'s TextFormat (log dumps, upgrade tools): strings C-escaped with bytes past ASCII in
+    octal, floats by SimpleFtoa, the double fields by SimpleDtoa."""
+    from caffecli.proto.io import net_to_text
+    net = caffe_pb2.NetParameter(name='n\u00e9"t')
+    blob = net.layer.add(name="l").blobs.add()
+    blob.data.extend([0.1, 1e-05, 2.0])
+    blob.double_data.extend([0.123456789, 1e-300])
+    text = net_to_text(net)
+    assert text.startswith('name: "n\\303\\251\\"t"\n')
+    assert "data: 0.1\n" in text and "data: 1e-05\n" in text and "data: 2\n" in text
+    assert "double_data: 0.123456789\n" in text and "double_data: 1e-300\n" in text

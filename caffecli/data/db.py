@@ -10,16 +10,18 @@ import threading
 
 import lmdb
 
+from .. import glog
 from ..errors import CaffeError
 
 LMDB, LEVELDB = "lmdb", "leveldb"
 
 
 def backend_name(backend):
-    """Normalize a backend given as DataParameter enum (0/1) or a string ('lmdb', 'LEVELDB')."""
+    """A backend given as DataParameter enum (0/1) or as the tools' string, which Caffe's
+    GetDB takes only as 'lmdb' or 'leveldb'."""
     if isinstance(backend, int):
         return LMDB if backend == 1 else LEVELDB
-    name = str(backend).lower()
+    name = str(backend)
     if name not in (LMDB, LEVELDB):
         raise CaffeError("Unknown database backend %r (use lmdb or leveldb)" % backend)
     return name
@@ -234,7 +236,8 @@ class LMDBWriter(Writer):
     def __init__(self, path, map_size=1 << 26):
         super().__init__(path)
         self._lmdb = lmdb
-        os.makedirs(path, exist_ok=True)
+        if not os.path.isdir(path):
+            os.mkdir(path, 0o744)   # Caffe's LMDB::Open: mkdir(source, 0744)
         # Caffe's mode: 0664 under the umask (py-lmdb's default, 0755, marks data executable)
         self._env = lmdb.open(path, map_size=map_size, subdir=True, mode=0o664)
 
@@ -296,6 +299,7 @@ class new_database:
     it to ``path`` only when the block succeeds, so a failed run leaves no half-written db."""
 
     def __init__(self, path, backend):
+        self.given = path
         self.path = os.path.normpath(path)
         self.backend = backend_name(backend)
         if os.path.exists(self.path):
@@ -311,6 +315,7 @@ class new_database:
         if os.path.exists(self.tmp):
             shutil.rmtree(self.tmp)
         self.writer = open_writer(self.tmp, self.backend)
+        glog.info("db_%s.opened" % self.backend, "Opened %s %s" % (self.backend, self.given))
         return self.writer
 
     def __exit__(self, exc_type, exc, tb):

@@ -136,15 +136,19 @@ def write_binary(path, message):
     write_bytes_atomic(path, message.SerializeToString())
 
 
-def write_text(path, message):
-    write_bytes_atomic(path, text_format.MessageToString(message).encode("utf-8"))
-
-
 _FLOAT_VALUE = re.compile(r"^(\s*\w+: )(-?(?:\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+))$", re.M)
 
 
+_DOUBLE_FIELDS = ("double_data:", "double_diff:")   # caffe.proto's only double fields
+
+
 def _cpp_float(match):
-    """A float as C++'s SimpleFtoa prints it: %.6g, or %.9g when that does not round-trip."""
+    """A number as C++'s SimpleFtoa prints a float (%.6g, or %.9g when that does not round-
+    trip) or, for the double fields, SimpleDtoa a double (%.15g, else %.17g)."""
+    if match.group(1).strip() in _DOUBLE_FIELDS:
+        value = float(match.group(2))
+        text = "%.15g" % value
+        return match.group(1) + (text if float(text) == value else "%.17g" % value)
     value = float(numpy.float32(float(match.group(2))))
     text = "%.6g" % value
     if numpy.float32(float(text)) != numpy.float32(value):
@@ -153,6 +157,7 @@ def _cpp_float(match):
 
 
 def net_to_text(message):
-    """Text like C++'s DebugString (floats as '2', not '2.0'), for the 'Initializing ... from
-    parameters' logs."""
-    return _FLOAT_VALUE.sub(_cpp_float, text_format.MessageToString(message))
+    """Text as C++'s TextFormat prints it (DebugString, WriteProtoToTextFile): floats as '2',
+    not '2.0', and strings C-escaped, bytes past ASCII as octal (the 'Initializing ... from
+    parameters' logs and the upgrade tools' files)."""
+    return _FLOAT_VALUE.sub(_cpp_float, text_format.MessageToString(message, as_utf8=False))

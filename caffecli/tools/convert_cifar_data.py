@@ -33,10 +33,13 @@ def read_cifar_file(path):
     return records[:, 0].view(numpy.int8), records[:, 1:]
 
 
-def _write(db_path, db_type, files, bar):
+def _write(db_path, db_type, files, bar, announce, batch_lines):
     datum = caffe_pb2.Datum(channels=3, height=SIZE, width=SIZE)
     with db_mod.new_database(db_path, db_type) as writer:
+        announce()
         for file_index, path in files:
+            if batch_lines:
+                glog.info("convert_cifar_data.batch", "Training Batch %d" % (file_index + 1))
             labels, images = read_cifar_file(path)
             for item, (label, image) in enumerate(zip(labels, images)):
                 datum.label = int(label)
@@ -68,8 +71,8 @@ def run(input_folder, output_folder, db_type):
     out_train = os.path.join(output_folder, "cifar10_train_" + db_type)
     out_test = os.path.join(output_folder, "cifar10_test_" + db_type)
     with progress(None, "convert_cifar_data") as bar:
-        glog.info("convert_cifar_data.train", "Writing Training data")
-        _write(out_train, db_type, train, bar)
-        glog.info("convert_cifar_data.test", "Writing Testing data")
-        _write(out_test, db_type, test, bar)
+        _write(out_train, db_type, train, bar, batch_lines=True, announce=lambda: glog.info(
+            "convert_cifar_data.train", "Writing Training data"))
+        _write(out_test, db_type, test, bar, batch_lines=False, announce=lambda: glog.info(
+            "convert_cifar_data.test", "Writing Testing data"))
     return out_train, out_test

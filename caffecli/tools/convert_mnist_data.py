@@ -56,11 +56,11 @@ def run(image_file, label_file, db_path, backend="lmdb"):
                          % (image_file, num_items, label_file, num_labels))
     pixels = pixels.reshape(num_items, rows * cols)
     labels = labels.view(numpy.int8)   # Caffe reads the label as a (signed) char
-    glog.info("convert_mnist_data.items", "A total of %d items." % num_items)
-    glog.info("convert_mnist_data.rows_cols", "Rows: %d Cols: %d" % (rows, cols))
     datum = caffe_pb2.Datum(channels=1, height=rows, width=cols)
     with db_mod.new_database(db_path, backend) as writer, \
             progress(num_items, "convert_mnist_data") as bar:
+        glog.info("convert_mnist_data.items", "A total of %d items." % num_items)
+        glog.info("convert_mnist_data.rows_cols", "Rows: %d Cols: %d" % (rows, cols))
         for item_id in range(num_items):
             datum.data = pixels[item_id].tobytes()
             datum.label = int(labels[item_id])

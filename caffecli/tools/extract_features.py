@@ -54,8 +54,11 @@ def run(weights, proto, blob_names, dataset_names, num_mini_batches, db_type):
     for name in blob_names:
         if not net.has_blob(name):
             raise CaffeError("Unknown feature blob name %s in the network %s" % (name, proto))
-    dbs = [db_mod.new_database(name, db_type) for name in dataset_names]
-    writers = [d.__enter__() for d in dbs]
+    dbs, writers = [], []
+    for name in dataset_names:
+        glog.info("extract_features.opening", "Opening dataset " + name)
+        dbs.append(db_mod.new_database(name, db_type))
+        writers.append(dbs[-1].__enter__())
     glog.error("extract_features.start", "Extracting Features")
     counts = [0] * len(blob_names)
     ok = False
