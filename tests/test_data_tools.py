@@ -216,6 +216,19 @@ def test_extract_features_writes_float_datums(tmp_path):
     assert [k for k, _ in recs] == ["%010d" % i for i in range(4)]
     numpy.testing.assert_allclose(recs[3][1].float_data, w @ arrays[3].ravel(), rtol=1e-5)
     assert len(records(out + "_d")[0][1].float_data) == 4
+    # as Caffe's tool (no FLAGS_alsologtostderr): INFO lines in glog's files only, the ERROR
+    # lines it reports progress with on stderr too
+    from test_cli import run_subprocess
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    done = run_subprocess(["-log_dir", str(logs), "extract_features", weights, str(proto), "ip",
+                           out + "_2", "2", "lmdb"], str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    err = [line for line in done.stderr.splitlines() if "] " in line]
+    assert err and all(line[0] == "E" for line in err)
+    assert err[-1].endswith("Successfully extracted the features!")
+    info = [f for f in os.listdir(logs) if ".log.INFO." in f]
+    assert info and "Opening dataset " + out + "_2" in (logs / info[0]).read_text()
 
 
 def test_converters_log_caffes_lines_and_make_caffes_lmdb_folder(tmp_path, capsys):

@@ -95,11 +95,16 @@ def usage_text():
     return gflags.usage(PROG, "\n".join(lines))
 
 
-def _configure_logging(parsed):
+# Caffe's tools that leave FLAGS_alsologtostderr unset: INFO lines only to glog's files, the
+# ERROR lines (its progress) to stderr too
+FILES_ONLY_TOOLS = {"extract_features"}
+
+
+def _configure_logging(parsed, alsologtostderr=True):
     glog.configure()
     glog.set_flags(**{key: parsed.values[name] for name, key in _GLOG_FLAGS.items()
                       if name in parsed.given})
-    glog.start(PROG, alsologtostderr=True)   # caffe.cpp: FLAGS_alsologtostderr = 1
+    glog.start(PROG, alsologtostderr=alsologtostderr)   # caffe.cpp: FLAGS_alsologtostderr = 1
 
 
 def _run_brew(parsed):
@@ -122,7 +127,7 @@ def _run_brew(parsed):
 
 
 def _run_tool(parsed, tool):
-    _configure_logging(parsed)
+    _configure_logging(parsed, alsologtostderr=tool.name not in FILES_ONLY_TOOLS)
     args = [a for a in parsed.rest if a not in ("-debug", "--debug")]
     try:
         return tool.main(args=args, prog_name="%s %s" % (PROG, tool.name),
