@@ -100,7 +100,10 @@ SOURCES = {
     "image_data.opening": "image_data_layer.cpp:38",
     "image_data.shuffling": "image_data_layer.cpp:53",
     "image_data.images": "image_data_layer.cpp:63",
+    "image_data.skipping": "image_data_layer.cpp:70",
     "image_data.output_size": "image_data_layer.cpp:90",
+    # memory_data_layer.cpp
+    "memory_data.no_transform": "memory_data_layer.cpp:90",
     # device_query.py
     "device_query.version": "device_query.py:0",
     # engines.py

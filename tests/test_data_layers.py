@@ -1,5 +1,7 @@
 """Data and ImageData layers: order, wrap-around, errors, exact resume, OpenCV pixels."""
 
+import re
+
 import numpy
 import pytest
 
@@ -269,3 +271,17 @@ def test_convert_imageset_then_data_equals_imagedata(tmp_path):
                                              b.blob_by_name("label").data)
         close_net(a)
         close_net(b)
+
+
+def test_image_data_rand_skip_says_how_many_it_skips(tmp_path, capsys):
+    """ImageData still honours rand_skip, with image_data_layer.cpp's line."""
+    from caffecli import glog
+    glog.set_stream(None)
+    write_png(str(tmp_path / "a.png"), RGB)
+    (tmp_path / "list.txt").write_text("".join("a.png %d\n" % i for i in range(6)))
+    net = _image_net(tmp_path / "list.txt", 'rand_skip: 5 root_folder: "%s/"' % tmp_path)
+    net.forward_pass()
+    skipped = re.findall(r"Skipping first (\d+) data points\.", capsys.readouterr().err)
+    assert len(skipped) == 1 and int(skipped[0]) < 5
+    assert net.blob_by_name("label").data[0] == int(skipped[0])
+    close_net(net)

@@ -199,3 +199,20 @@ def test_net_set_input_arrays_errors(tmp_path):
     plain = caffe.Net(str(tmp_path / "p.prototxt"), caffe.TEST)
     with pytest.raises(CaffeError, match="first layer is a MemoryDataLayer.*Input"):
         plain.set_input_arrays(good, numpy.zeros(2, numpy.float32))
+
+
+def test_memory_data_reset_warns_that_it_does_not_transform(capsys):
+    """Caffe's Reset warns when the layer has a transform_param, which arrays skip."""
+    from caffecli import glog
+    glog.set_stream(None)
+    for extra, warned in (("", False), ("transform_param { scale: 0.5 } ", True)):
+        net = data_net('name: "m" type: "MemoryData" top: "data" top: "label" %s'
+                       'memory_data_param { batch_size: 1 channels: 1 height: 1 width: 2 }'
+                       % extra)
+        capsys.readouterr()
+        net.layers[0].set_input_arrays(numpy.ones((1, 1, 1, 2), numpy.float32),
+                                       numpy.zeros(1, numpy.float32))
+        net.forward_pass()
+        err = capsys.readouterr().err
+        assert ("MemoryData does not transform array data on Reset()" in err) == warned
+        assert (net.blob_by_name("data").data == 1).all()   # untransformed either way

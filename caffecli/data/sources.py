@@ -160,6 +160,7 @@ class ImageListSource(Dealt):
             self.shuffle_rng.shuffle(self.order)
         if rand_skip:
             skip = int(context.rng().integers(0, rand_skip))
+            glog.info("image_data.skipping", "Skipping first %d data points." % skip)
             if skip >= len(lines):
                 raise CaffeError("%s: not enough images (%d) to skip %d" % (what, len(lines), skip))
             self.pos = skip

@@ -6,7 +6,7 @@ the items batch by batch and wraps around.
 """
 import numpy
 
-from .. import backend
+from .. import backend, glog
 from ..data import datum as datum_mod
 from ..data.transformer import DataTransformer
 from ..layer import Layer
@@ -54,6 +54,9 @@ class MemoryDataLayer(Layer):
         if n <= 0 or n % self.batch_size:
             raise self.error("the number of items (%d) must be a positive multiple of the "
                              "batch size %d" % (n, self.batch_size))
+        if self.layer_param.HasField("transform_param"):   # a memory array is used as it is
+            glog.warning("memory_data.no_transform",
+                         "MemoryData does not transform array data on Reset()")
         self.data = numpy.ascontiguousarray(data[:n])
         self.labels = numpy.ascontiguousarray(labels.reshape(-1)[:n])
         self.n, self.pos = n, 0
