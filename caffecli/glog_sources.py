@@ -247,6 +247,12 @@ SOURCES = {
     "upgrade_solver_proto_text.already_latest": "upgrade_solver_proto_text.cpp:43",
     "upgrade_solver_proto_text.wrote": "upgrade_solver_proto_text.cpp:49",
     # window_data_layer.cpp
+    "window_data.params": "window_data_layer.cpp:53",
+    "window_data.num": "window_data_layer.cpp:148",
     "window_data.images": "window_data_layer.cpp:157",
+    "window_data.class": "window_data_layer.cpp:161",
+    "window_data.context_pad": "window_data_layer.cpp:165",
+    "window_data.crop_mode": "window_data_layer.cpp:168",
     "window_data.output_size": "window_data_layer.cpp:180",
+    "window_data.mean_file": "window_data_layer.cpp:196",
 }

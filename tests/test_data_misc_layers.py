@@ -216,3 +216,25 @@ def test_memory_data_reset_warns_that_it_does_not_transform(capsys):
         err = capsys.readouterr().err
         assert ("MemoryData does not transform array data on Reset()" in err) == warned
         assert (net.blob_by_name("data").data == 1).all()   # untransformed either way
+
+
+def test_window_data_logs_caffes_set_up_lines(tmp_path, capsys):
+    """window_data_layer.cpp's DataLayerSetUp lines, in its order: the parameters, each image
+    whose index is a multiple of 100, the last index + 1, windows kept per class, context pad,
+    crop mode, output size."""
+    from caffecli import glog
+    write_png(str(tmp_path / "a.png"), numpy.zeros((20, 30, 3), numpy.uint8))
+    (tmp_path / "windows.txt").write_text(
+        "# 0\na.png\n3\n20\n30\n2\n2 0.9 15 0 29 19\n0 0.1 0 0 14 19\n"
+        "# 4\na.png\n3\n20\n30\n2\n2 0.7 1 1 9 9\n5 0.4 1 1 9 9\n")
+    glog.set_stream(None)
+    net = data_net('name: "w" type: "WindowData" top: "data" top: "label" transform_param { '
+                   'crop_size: 8 } window_data_param { source: "%s" root_folder: "%s/" '
+                   'batch_size: 2 context_pad: 3 }' % (tmp_path / "windows.txt", tmp_path))
+    lines = [line.split("] ", 1)[1] for line in capsys.readouterr().err.splitlines()
+             if "window_data_layer.cpp" in line]
+    assert lines == ["Window data layer:", "num: 0 %s/a.png 3 20 30 windows to process: 2"
+                     % tmp_path, "Number of images: 5", "class 0 has 2 samples",
+                     "class 2 has 2 samples", "Amount of context padding: 3",
+                     "Crop mode: warp", "output data size: 2,3,8,8"]
+    close_net(net)

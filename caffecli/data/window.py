@@ -21,8 +21,10 @@ def c_round(x):
 
 
 def read_window_file(path, root_folder, fg_threshold, bg_threshold):
-    """(images, fg_windows, bg_windows): images are (path, (c, h, w)); windows are tuples
-    (image_index, label, overlap, x1, y1, x2, y2)."""
+    """(images, fg_windows, bg_windows, summary): images are (path, (c, h, w)); windows are
+    tuples (image_index, label, overlap, x1, y1, x2, y2); summary holds what Caffe's set-up
+    logs: the last image index, the windows kept per class (0: background) and the images
+    whose index is a multiple of 100 (index, path, size, windows)."""
     try:
         with open(path) as f:
             tokens = f.read().split()
@@ -31,6 +33,7 @@ def read_window_file(path, root_folder, fg_threshold, bg_threshold):
     if len(tokens) < 2:
         raise CaffeError("%s: window file is empty" % path)
     images, fg, bg = [], [], []
+    summary = {"last_index": -1, "classes": {0: 0}, "hundreds": []}
     i = 0
     try:
         while i + 1 < len(tokens):
@@ -42,6 +45,9 @@ def read_window_file(path, root_folder, fg_threshold, bg_threshold):
             num = int(tokens[i + 6])
             i += 7
             images.append((image_path, size))
+            summary["last_index"] = image_index
+            if image_index % 100 == 0:
+                summary["hundreds"].append((image_index, image_path, size, num))
             for _ in range(num):
                 label, overlap = int(tokens[i]), float(tokens[i + 1])
                 x1, y1, x2, y2 = (int(t) for t in tokens[i + 2:i + 6])
@@ -52,11 +58,13 @@ def read_window_file(path, root_folder, fg_threshold, bg_threshold):
                         raise CaffeError("%s: foreground window of image %d has label %d "
                                          "(must be > 0)" % (path, image_index, label))
                     fg.append((image_index, label, overlap, x1, y1, x2, y2))
+                    summary["classes"][label] = summary["classes"].get(label, 0) + 1
                 elif overlap32 < F32(bg_threshold):
                     bg.append((image_index, 0, 0.0, x1, y1, x2, y2))
+                    summary["classes"][0] += 1
     except (ValueError, IndexError):
         raise CaffeError("%s: malformed window file near token %d" % (path, i)) from None
-    return images, fg, bg
+    return images, fg, bg, summary
 
 
 class WindowSource:
@@ -68,7 +76,7 @@ class WindowSource:
         self.batch_size = int(param.batch_size)
         if self.batch_size <= 0:
             raise CaffeError("%s: batch_size must be positive" % what)
-        self.images, self.fg, self.bg = read_window_file(
+        self.images, self.fg, self.bg, self.summary = read_window_file(
             param.source, param.root_folder, param.fg_threshold, param.bg_threshold)
         self.channels = self.images[-1][1][0]
         self.crop_size = int(transform_param.crop_size)
