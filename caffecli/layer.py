@@ -15,7 +15,7 @@ import numpy
 from . import backend, context, engines
 from .blob import Blob
 from .context import CPU, GPU
-from .errors import CaffeError
+from .errors import CaffeError, as_raised
 from .proto import caffe_pb2
 
 _UNRESOLVED = object()  # a layer's device engine before its first device call
@@ -167,7 +167,8 @@ class Layer:
                 [b.at(side, False, True) for b in bottom])
 
     def _guarded(self, hook, *args):
-        """Call a hook; a Python layer's own exception becomes a CaffeError naming the layer."""
+        """Call a hook; a Python layer's own exception becomes a CaffeError naming the layer
+        (and of the exception's own type where it can be)."""
         if self.device_code:
             return hook(*args)
         try:
@@ -176,9 +177,10 @@ class Layer:
             raise
         except NotImplementedError as exc:
             raise self.error(str(exc)) from exc
-        except Exception as exc:
-            raise self.error("%s.%s raised %s: %s" % (type(self).__name__, hook.__name__,
-                                                      type(exc).__name__, exc)) from exc
+        except Exception as exc:    # still an exc's type too, as pycaffe re-raises it
+            raise as_raised(exc, "Layer %s (%s): %s.%s raised %s: %s" % (
+                self.name, self.type, type(self).__name__, hook.__name__, type(exc).__name__,
+                exc)) from exc
 
     def SetUp(self, bottom, top):  # noqa: N802 - Caffe's name; setup() is the hook
         """CheckBlobCounts -> LayerSetUp -> Reshape -> SetLossWeights."""

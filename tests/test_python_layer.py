@@ -189,8 +189,9 @@ def test_missing_class_names_class(user_module):
 
 def test_exception_in_user_code_becomes_caffe_error(user_module):
     with pytest.raises(CaffeError, match="Layer py \\(Python\\): Broken.setup raised "
-                                         "ValueError: bad param_str zz"):
+                                         "ValueError: bad param_str zz") as err:
         net_from(inputs({"x": (1, 2)}) + py("Broken", "zz"))
+    assert isinstance(err.value, ValueError)   # pycaffe re-raises the user's own exception
     with pytest.raises(CaffeError, match="Need two inputs"):
         net_from(inputs({"x": (1, 2)}) + py("EuclideanLoss"))
 
