@@ -131,6 +131,14 @@ def test_hdf5_output_writes_data_and_label(tmp_path):
     with h5py.File(out, "r") as f:
         assert f["data"].shape == (2, 3, 1, 1) and f["label"].shape == (2, 1, 1, 1)
         numpy.testing.assert_array_equal(f["data"][()], 4)
+    # batch sizes are checked when written (Caffe's Forward_cpu), so a net may build with a
+    # label blob it reshapes before its first forward pass
+    odd = data_net('name: "d" type: "DummyData" top: "x" top: "y" dummy_data_param { '
+                   'shape { dim: 2 dim: 3 } shape { dim: 3 } } } layer { name: "o" type: '
+                   '"HDF5Output" bottom: "x" bottom: "y" hdf5_output_param { file_name: "%s" }'
+                   % (tmp_path / "odd.h5"))
+    with pytest.raises(CaffeError, match="same batch size"):
+        odd.forward_pass()
 
 
 def test_window_data_samples_fg_and_bg_windows(tmp_path):

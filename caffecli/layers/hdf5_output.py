@@ -27,11 +27,12 @@ class HDF5OutputLayer(Layer):
             raise self.error("failed to open HDF5 file %s (%s)" % (self.file_name, e)) from None
 
     def reshape(self, bottom, top):
-        if bottom[0].shape[:1] != bottom[1].shape[:1]:
-            raise self.error("data and label must have the same batch size (%s vs %s)"
-                             % (bottom[0].shape_string(), bottom[1].shape_string()))
+        pass   # nothing to shape (the batch sizes are checked when written, as in Caffe)
 
     def forward(self, bottom, top):
+        if bottom[0].num != bottom[1].num:
+            raise self.error("data and label must have the same batch size (%s vs %s)"
+                             % (bottom[0].shape_string(), bottom[1].shape_string()))
         glog.info("hdf5_output.saving", "Saving HDF5 file " + self.file_name)
         with h5py.File(self.file_name, "a") as f:
             for name, blob in (("data", bottom[0]), ("label", bottom[1])):
