@@ -54,11 +54,11 @@ def run(weights, proto, blob_names, dataset_names, num_mini_batches, db_type):
     for name in blob_names:
         if not net.has_blob(name):
             raise CaffeError("Unknown feature blob name %s in the network %s" % (name, proto))
-    dbs, writers = [], []
-    for name in dataset_names:
+    dbs = [db_mod.new_database(name, db_type) for name in dataset_names]   # checked first
+    writers = []
+    for name, d in zip(dataset_names, dbs):
         glog.info("extract_features.opening", "Opening dataset " + name)
-        dbs.append(db_mod.new_database(name, db_type))
-        writers.append(dbs[-1].__enter__())
+        writers.append(d.__enter__())
     glog.error("extract_features.start", "Extracting Features")
     counts = [0] * len(blob_names)
     ok = False
