@@ -104,7 +104,7 @@ def _configure_logging(parsed, alsologtostderr=True):
     glog.configure()
     glog.set_flags(**{key: parsed.values[name] for name, key in _GLOG_FLAGS.items()
                       if name in parsed.given})
-    glog.start(PROG, alsologtostderr=alsologtostderr)   # caffe.cpp: FLAGS_alsologtostderr = 1
+    glog.start(PROG, alsologtostderr=alsologtostderr)   # caffe.cpp and most tools set it
 
 
 def _run_brew(parsed):
