@@ -138,7 +138,9 @@ class Blob:
     width = property(lambda self: self.legacy_shape(3))
 
     def shape_string(self):
-        return shape_string(self._shape)
+        """Caffe's: the dims and the count, 0 for a blob never shaped ('(0)', where a 0-axis
+        blob, one value, shows '(1)')."""
+        return "".join("%d " % d for d in self._shape) + "(%d)" % self._count
 
     # ---- storage: Caffe's accessors ----------------------------------------------------
     def _shaped(self, role, side, mutable):

@@ -19,6 +19,7 @@ def test_shape_and_counts():
         b.canonical_axis_index(4)
     assert b.shape_string() == "2 3 4 5 (120)"
     assert Blob(()).count == 1 and Blob(()).shape_string() == "(1)"
+    assert Blob().shape_string() == "(0)"   # never shaped: count 0, as Caffe's default Blob
 
 
 def test_legacy_accessors_pad_with_one():
