@@ -94,7 +94,7 @@ def test_share_data_shares_the_synced_memory_and_its_head(standin):
     b.share_data(a.at(GPU))          # a side view shares like its blob
     a.at(GPU).data[...] = 2          # written on the device through a
     assert b.data_head == syncedmem.HEAD_AT_GPU and b.data.tolist() == [[2, 2]] * 3
-    assert a.shares_data_with(b) and not a._diff_mem is b._diff_mem
+    assert a.shares_data_with(b) and a._diff_mem is not b._diff_mem
 
 
 def test_update_and_asum_follow_the_head(standin):
