@@ -209,6 +209,8 @@ def test_every_line_caffecli_logs_names_a_source_in_the_table():
     for command in ("test", "time"):                      # names formatted at the call
         assert "caffe.%s_use_cpu" % command in SOURCES and "caffe.%s_use_gpu" % command in SOURCES
     assert "db_lmdb.opened" in SOURCES and "db_leveldb.opened" in SOURCES
+    from caffecli.cli.device_query import _FIELDS
+    assert all(line in SOURCES for _, _, line in _FIELDS)
     from caffecli.proto.upgrade_v0 import V0_FIELDS
     assert all("upgrade_proto.v0_unknown_%s" % field in SOURCES
                for field, routes in V0_FIELDS if routes is not None)

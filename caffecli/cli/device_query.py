@@ -4,24 +4,25 @@ after the versions of cupy, CUDA and cuDNN found and whether the cuDNN engines a
 from .. import backend, engines, glog
 from .devices import parse_gpus
 
+# (label, cudaDeviceProp field, its line in Caffe's common.cpp DeviceQuery)
 _FIELDS = [
-    ("Major revision number:         ", "major"),
-    ("Minor revision number:         ", "minor"),
-    ("Name:                          ", "name"),
-    ("Total global memory:           ", "totalGlobalMem"),
-    ("Total shared memory per block: ", "sharedMemPerBlock"),
-    ("Total registers per block:     ", "regsPerBlock"),
-    ("Warp size:                     ", "warpSize"),
-    ("Maximum memory pitch:          ", "memPitch"),
-    ("Maximum threads per block:     ", "maxThreadsPerBlock"),
-    ("Maximum dimension of block:    ", "maxThreadsDim"),
-    ("Maximum dimension of grid:     ", "maxGridSize"),
-    ("Clock rate:                    ", "clockRate"),
-    ("Total constant memory:         ", "totalConstMem"),
-    ("Texture alignment:             ", "textureAlignment"),
-    ("Concurrent copy and execution: ", "deviceOverlap"),
-    ("Number of multiprocessors:     ", "multiProcessorCount"),
-    ("Kernel execution timeout:      ", "kernelExecTimeoutEnabled"),
+    ("Major revision number:         ", "major", "common.device_major"),
+    ("Minor revision number:         ", "minor", "common.device_minor"),
+    ("Name:                          ", "name", "common.device_name"),
+    ("Total global memory:           ", "totalGlobalMem", "common.device_global_memory"),
+    ("Total shared memory per block: ", "sharedMemPerBlock", "common.device_shared_memory"),
+    ("Total registers per block:     ", "regsPerBlock", "common.device_registers"),
+    ("Warp size:                     ", "warpSize", "common.device_warp_size"),
+    ("Maximum memory pitch:          ", "memPitch", "common.device_memory_pitch"),
+    ("Maximum threads per block:     ", "maxThreadsPerBlock", "common.device_threads_per_block"),
+    ("Maximum dimension of block:    ", "maxThreadsDim", "common.device_block_dims"),
+    ("Maximum dimension of grid:     ", "maxGridSize", "common.device_grid_dims"),
+    ("Clock rate:                    ", "clockRate", "common.device_clock_rate"),
+    ("Total constant memory:         ", "totalConstMem", "common.device_constant_memory"),
+    ("Texture alignment:             ", "textureAlignment", "common.device_texture_alignment"),
+    ("Concurrent copy and execution: ", "deviceOverlap", "common.device_copy_and_execution"),
+    ("Number of multiprocessors:     ", "multiProcessorCount", "common.device_multiprocessors"),
+    ("Kernel execution timeout:      ", "kernelExecTimeoutEnabled", "common.device_timeout"),
 ]
 _YES_NO = {"deviceOverlap", "kernelExecTimeoutEnabled"}
 
@@ -50,6 +51,6 @@ def run_device_query(gpu):
     for device in devices:
         props = backend.device_properties(device)
         glog.info("common.device_id", "Device id:                     %d" % device)
-        for label, key in _FIELDS:
-            glog.info("common.device_property", label + _show(props.get(key, "?"), key))
+        for label, key, line in _FIELDS:
+            glog.info(line, label + _show(props.get(key, "?"), key))
     return 0
