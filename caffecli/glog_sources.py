@@ -90,6 +90,7 @@ SOURCES = {
     "data.restarting": "data_layer.cpp:73",
     # data_transformer.cpp
     "data_transformer.mean_file": "data_transformer.cpp:25",
+    "data_transformer.force_raw": "data_transformer.cpp:152",
     # db_leveldb.cpp
     "db_leveldb.opened": "db_leveldb.cpp:18",
     # db_lmdb.cpp
@@ -126,6 +127,15 @@ SOURCES = {
     "engines.fallback": "engines.py:0",
     # io.cpp
     "io.cannot_open_image": "io.cpp:80",
+    # layers' LayerSetUp with their blobs given
+    "base_conv.skipping_init": "base_conv_layer.cpp:157",
+    "batch_norm.skipping_init": "batch_norm_layer.cpp:23",
+    "bias.skipping_init": "bias_layer.cpp:13",
+    "embed.skipping_init": "embed_layer.cpp:19",
+    "inner_product.skipping_init": "inner_product_layer.cpp:24",
+    "prelu.skipping_init": "prelu_layer.cpp:20",
+    "scale.skipping_init": "scale_layer.cpp:16",
+    "parameter.skipping_init": "parameter_layer.hpp:18",
     # layer_factory.hpp
     "layer_factory.creating_layer": "layer_factory.hpp:77",
     "layer_factory.multiple_tops": "layer_factory.cpp:133",

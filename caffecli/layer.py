@@ -12,7 +12,7 @@ import math
 
 import numpy
 
-from . import backend, context, engines
+from . import backend, context, engines, glog
 from .blob import Blob
 from .context import CPU, GPU
 from .errors import CaffeError, as_raised
@@ -53,6 +53,7 @@ class Layer:
     is_loss = False      # loss layers default their first top's loss_weight to 1
     device_code = True   # the hooks can compute on device arrays
     hands_blobs = False  # the hooks get the Blobs themselves (pycaffe's Python layers)
+    skip_init_line = None  # the glog line a layer with learned blobs says when it has them
 
     def __init__(self, param):
         self.layer_param = param
@@ -106,6 +107,11 @@ class Layer:
 
     def allow_force_backward(self, bottom_index):
         return True
+
+    def has_given_blobs(self, bottom):
+        """Whether set-up finds its parameter blobs already there (from the prototxt's
+        ``blobs`` or the caller), so Caffe's LayerSetUp skips their fillers and says so."""
+        return bool(self.blobs)
 
     def scratch(self, name, shape, dtype):
         """An array of ``shape`` on this call's side, kept between calls under ``name`` (GEMM
@@ -188,6 +194,8 @@ class Layer:
         if self.is_loss and len(self.layer_param.loss_weight) == 0:
             self.layer_param.loss_weight.append(1.0)
         side = self._enter()
+        if self.skip_init_line and self.has_given_blobs(bottom):
+            glog.info(self.skip_init_line, "Skipping parameter initialization")
         b, t = (bottom, top) if self.hands_blobs else \
             ([x.at(side) for x in bottom], [x.at(side) for x in top])
         self._guarded(self.setup, b, t)

@@ -242,3 +242,61 @@ def test_hdf5_datatype_class_lines_once_per_class(tmp_path, capsys):
     assert [line.split("] ")[1] for line in err.splitlines() if "hdf5.cpp" in line] == \
         ["Datatype class: H5T_FLOAT", "Datatype class: H5T_INTEGER"]
     assert "hdf5.cpp:33]" in err and "hdf5.cpp:36]" in err
+
+
+def _messages(err, source=None):
+    return [line.split("] ", 1)[1] for line in err.splitlines()
+            if "] " in line and (source is None or " %s:" % source in line)]
+
+
+def test_layer_set_up_lines_as_caffe_prints_them(capsys):
+    """Layers made through Caffe's layer factory inside another (Scale's bias, InfogainLoss's
+    softmax) log 'Creating layer' again; a layer whose blobs are given skips its fillers and
+    says so (inner_product_layer.cpp:24 etc.)."""
+    from caffecli import Net, TRAIN
+    from caffecli.proto import caffe_pb2
+    from caffecli.proto.io import parse_text
+    text = '''
+layer { name: "in" type: "Input" top: "x" top: "label" top: "H"
+        input_param { shape { dim: 2 dim: 3 } shape { dim: 2 }
+                      shape { dim: 1 dim: 1 dim: 3 dim: 3 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" inner_product_param { num_output: 3 }
+        blobs { shape { dim: 3 dim: 3 } data: [1, 0, 0, 0, 1, 0, 0, 0, 1] }
+        blobs { shape { dim: 3 } data: [0, 0, 0] } }
+layer { name: "sc" type: "Scale" bottom: "y" top: "y" scale_param { bias_term: true } }
+layer { name: "ig" type: "InfogainLoss" bottom: "y" bottom: "label" bottom: "H" top: "loss" }
+'''
+    glog.set_stream(None)
+    Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN)
+    msgs = _messages(capsys.readouterr().err)
+    for name in ("sc", "ig"):
+        first = msgs.index("Creating Layer " + name)
+        setting = msgs.index("Setting up " + name)
+        assert "Creating layer " + name in msgs[first:setting]
+    ip = msgs.index("Creating Layer ip")
+    assert msgs[ip:msgs.index("Setting up ip")].count("Skipping parameter initialization") == 1
+    assert msgs.count("Skipping parameter initialization") == 1
+
+
+def test_data_layer_opens_its_database_when_made(tmp_path, capsys):
+    """Caffe's DataLayer opens the database in its constructor: 'Opened lmdb' comes before
+    the net names the layer's tops; a raw record under force_color says, per record, that
+    it applies to encoded ones only (data_transformer.cpp:152)."""
+    import numpy
+    from caffecli import Net, TEST
+    from caffecli.proto import caffe_pb2
+    from caffecli.proto.io import parse_text
+    from data_helpers import close_net, write_datum_db
+    path = write_datum_db(str(tmp_path / "db"), [numpy.zeros((1, 2, 2))] * 2)
+    glog.set_stream(None)
+    capsys.readouterr()
+    net = Net(parse_text('layer { name: "d" type: "Data" top: "data" top: "label" '
+                         'transform_param { force_color: true } data_param { source: "%s" '
+                         'backend: LMDB batch_size: 2 } }' % path, caffe_pb2.NetParameter()),
+              TEST)
+    net.forward_pass()
+    close_net(net)
+    msgs = _messages(capsys.readouterr().err)
+    opened = msgs.index("Opened lmdb " + path)
+    assert msgs[opened - 1] == "Creating layer d" and msgs[opened + 1] == "Creating Layer d"
+    assert msgs.count("force_color and force_gray only for encoded datum") >= 2

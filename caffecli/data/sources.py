@@ -74,10 +74,15 @@ class DBSource(Dealt):
     def _name(self):
         return "%s record %s" % (self.path, self.cursor.key().decode("utf-8", "replace"))
 
-    def current(self):
-        """The decoded CxHxW array and label at the cursor."""
+    def current(self, transforming=False):
+        """The decoded CxHxW array and label at the cursor; ``transforming``: for a batch,
+        where Caffe's Transform says, for each raw record, that force_color/force_gray apply
+        to encoded ones only."""
         name = self._name()
         d = datum_mod.parse(self.cursor.value(), name)
+        if transforming and not d.encoded and any(self.force):
+            glog.error("data_transformer.force_raw",
+                       "force_color and force_gray only for encoded datum")
         return datum_mod.to_array(d, *self.force, what=name), d.label, name
 
     def first_shape(self):
@@ -88,7 +93,7 @@ class DBSource(Dealt):
     def next_batch(self):
         items, labels, names = [], [], []
         for _ in range(self.batch_size):
-            arr, label, name = self.current()
+            arr, label, name = self.current(transforming=True)
             items.append(arr)
             labels.append(label)
             names.append(name)

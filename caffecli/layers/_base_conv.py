@@ -208,6 +208,8 @@ class ColumnMaker:
 class BaseConvolutionLayer(Layer):
     """Shared set-up of Convolution and Deconvolution (parameters, shapes, checks)."""
 
+    skip_init_line = "base_conv.skipping_init"
+
     min_bottom_blobs = 1
     min_top_blobs = 1
     equal_num_bottom_top_blobs = True

@@ -19,6 +19,8 @@ class BatchNormLayer(NeuronLayer):
     scale factor (a running normalizer), which the forward pass in TRAIN keeps up to date.
     """
 
+    skip_init_line = "batch_norm.skipping_init"
+
     def setup(self, bottom, top):
         p = self.layer_param.batch_norm_param
         self.moving_average_fraction = p.moving_average_fraction

@@ -12,6 +12,11 @@ from ._broadcast import broadcast_dims, factor_shape
 class BiasLayer(Layer):
     """top = bottom[0] + bias (learned, or bottom[1]), broadcast."""
 
+    skip_init_line = "bias.skipping_init"
+
+    def has_given_blobs(self, bottom):
+        return len(bottom) == 1 and bool(self.blobs)   # a second bottom is the factor
+
     min_bottom_blobs = 1
     max_bottom_blobs = 2
     exact_num_top_blobs = 1

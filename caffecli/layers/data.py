@@ -1,4 +1,6 @@
 """Data: Datum records from an LMDB or LevelDB database, prefetched (Caffe's data_layer)."""
+import os
+
 from .. import context, glog
 from ..data.sources import DBSource
 from ..proto import caffe_pb2
@@ -11,16 +13,22 @@ class DataLayer(PrefetchingDataLayer):
     """Datum records from an LMDB or LevelDB database (data_param), from the first record:
     Caffe's Data layer no longer reads the deprecated ``rand_skip`` (ImageData still does)."""
 
+    def __init__(self, param):
+        super().__init__(param)
+        p = param.data_param
+        self.backend_name = "lmdb" if p.backend == p.LMDB else "leveldb"
+        if p.source and os.path.exists(p.source):
+            # Caffe's DataLayer opens its database when it is made, before the net names its
+            # bottoms and tops (a missing one fails at set-up, naming the layer)
+            glog.info("db_%s.opened" % self.backend_name,
+                      "Opened %s %s" % (self.backend_name, p.source))
+
     def make_source(self, top, dtype):
         p = self.layer_param.data_param
         if not p.source:
             raise self.error("data_param.source is not set")
         tp = self.layer_param.transform_param
-        backend_name = "lmdb" if p.backend == p.LMDB else "leveldb"
-        source = DBSource(p.source, backend_name, p.batch_size, self.transformer, dtype,
-                          self.output_labels, force_color=tp.force_color,
-                          force_gray=tp.force_gray,
-                          share=context.data_share(self.phase == caffe_pb2.TRAIN))
-        glog.info("db_%s.opened" % backend_name,
-                  "Opened %s %s" % (backend_name, p.source))
-        return source
+        return DBSource(p.source, self.backend_name, p.batch_size, self.transformer, dtype,
+                        self.output_labels, force_color=tp.force_color,
+                        force_gray=tp.force_gray,
+                        share=context.data_share(self.phase == caffe_pb2.TRAIN))

@@ -11,6 +11,8 @@ from ..registry import register_layer
 class EmbedLayer(Layer):
     """top[..., :] = weight[bottom[...]] (+ bias); weight is input_dim x num_output."""
 
+    skip_init_line = "embed.skipping_init"
+
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 

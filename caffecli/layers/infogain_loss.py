@@ -3,6 +3,7 @@
 """
 import numpy
 
+from .. import glog
 from ..blob import Blob
 from ..errors import CaffeError
 from ..kernels.activations import softmax
@@ -27,6 +28,8 @@ class InfogainLossLayer(LossLayer):
     max_top_blobs = 2
 
     def setup(self, bottom, top):
+        # Caffe builds its internal Softmax through the layer factory, which logs this line
+        glog.info("layer_factory.creating_layer", "Creating layer " + self.name)
         lp = self.layer_param.loss_param
         self.ignore_label = ignore_label_of(lp)
         if lp.HasField("normalize"):

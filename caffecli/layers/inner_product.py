@@ -9,6 +9,7 @@ from ..registry import register_layer
 
 @register_layer("InnerProduct")
 class InnerProductLayer(Layer):
+    skip_init_line = "inner_product.skipping_init"
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 

@@ -10,6 +10,8 @@ class ParameterLayer(Layer):
     """No bottoms; the top shares data and diff with the layer's one parameter blob, so
     gradients written into the top land in the parameter's diff."""
 
+    skip_init_line = "parameter.skipping_init"
+
     exact_num_bottom_blobs = 0
     exact_num_top_blobs = 1
 

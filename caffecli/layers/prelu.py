@@ -11,6 +11,8 @@ from ..registry import register_layer
 class PReLULayer(NeuronLayer):
     """ReLU with a learned negative slope per channel (or one shared), default 0.25."""
 
+    skip_init_line = "prelu.skipping_init"
+
     def setup(self, bottom, top):
         if bottom[0].num_axes < 2:
             raise self.error("Number of axes of bottom blob must be >=2, got %s"

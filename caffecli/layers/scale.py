@@ -4,6 +4,7 @@ import copy
 
 import numpy
 
+from .. import glog
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import channel_jit, device, jit
@@ -18,6 +19,11 @@ from ._broadcast import broadcast_dims, factor_shape
 @register_layer("Scale")
 class ScaleLayer(Layer):
     """top = bottom[0] * scale (learned, default 1, or bottom[1]), plus an optional bias."""
+
+    skip_init_line = "scale.skipping_init"
+
+    def has_given_blobs(self, bottom):
+        return len(bottom) == 1 and bool(self.blobs)   # a second bottom is the factor
 
     min_bottom_blobs = 1
     max_bottom_blobs = 2
@@ -38,6 +44,8 @@ class ScaleLayer(Layer):
             bp.bias_param.axis = p.axis
             bp.bias_param.num_axes = bottom[1].num_axes if len(bottom) > 1 else p.num_axes
             bp.bias_param.filler.CopyFrom(p.bias_filler)
+            # Caffe makes it through the layer factory, which says so
+            glog.info("layer_factory.creating_layer", "Creating layer " + self.name)
             self.bias_layer = create_layer(bp, self.net_dtype)
             self.bias_layer.SetUp([bottom[0].blob], [t.blob for t in top])
             if len(self.blobs) + len(bottom) < 3:
