@@ -195,11 +195,15 @@ def test_empty_list_file_is_error(tmp_path):
         _image_net(tmp_path / "list.txt")
 
 
-def test_blank_list_line_is_an_image_that_cannot_be_read(tmp_path):
-    """As in Caffe (a blank line names the file ""), not a line to skip."""
+def test_blank_list_line_is_an_image_that_cannot_be_read(tmp_path, capsys):
+    """As in Caffe (a blank line names the file ""), not a line to skip; io.cpp's error line
+    comes first, as ReadImageToCVMat logs it before ImageData gives up."""
+    from caffecli import glog
+    glog.set_stream(None)
     (tmp_path / "list.txt").write_text("\n")
     with pytest.raises(CaffeError, match="could not open or find image"):
         _image_net(tmp_path / "list.txt")
+    assert "io.cpp:80] Could not open or find file " in capsys.readouterr().err
 
 
 def test_undecodable_image_is_error(tmp_path):

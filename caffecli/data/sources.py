@@ -175,7 +175,12 @@ class ImageListSource(Dealt):
 
     def image(self, index):
         path, label = self.lines[self.order[index]]
-        img = image_io.read_image(self.root + path, self.size[0], self.size[1], self.is_color)
+        try:
+            img = image_io.read_image(self.root + path, self.size[0], self.size[1],
+                                      self.is_color)
+        except CaffeError:   # Caffe's ReadImageToCVMat says so before the layer gives up
+            glog.error("io.cannot_open_image", "Could not open or find file " + self.root + path)
+            raise
         return image_io.to_chw(img), label, self.root + path
 
     def first_shape(self):
