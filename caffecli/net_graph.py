@@ -98,9 +98,7 @@ class GraphBuilder:
         if len(lp.propagate_down) and len(lp.propagate_down) != len(lp.bottom):
             raise CaffeError("Layer %s: propagate_down must be given either 0 or bottom_size "
                              "(%d) times" % (lp.name, len(lp.bottom)))
-        if self.log:
-            glog.info("layer_factory.creating_layer", "Creating layer " + lp.name)
-        layer = create_layer(lp, self.dtype)
+        layer = create_layer(lp, self.dtype, log=self.log)
         rec = LayerRecord(layer, lp.name)
         self.records.append(rec)
         self._info("net.creating_layer", "Creating Layer " + lp.name)

@@ -11,6 +11,7 @@ import re
 
 import numpy
 
+from . import glog
 from .errors import CaffeError
 
 _REGISTRY = {}
@@ -54,9 +55,16 @@ def layer_types():
     return sorted(_REGISTRY)
 
 
-def create_layer(param, dtype=numpy.float32):
+def say_creating(name):
+    """The line Caffe's layer factory logs for each layer it makes (inner layers too)."""
+    glog.info("layer_factory.creating_layer", "Creating layer " + name)
+
+
+def create_layer(param, dtype=numpy.float32, log=False):
     """Build the layer a LayerParameter names (its net computing in ``dtype``), or fail listing
-    the known types."""
+    the known types; ``log``: say so first, as Caffe's factory does."""
+    if log:
+        say_creating(param.name)
     creator = _REGISTRY.get(param.type) or _load(param.type)
     if creator is None:
         raise CaffeError("Unknown layer type: %s (layer '%s'; known types: %s)"

@@ -3,13 +3,12 @@
 """
 import numpy
 
-from .. import glog
 from ..blob import Blob
 from ..errors import CaffeError
 from ..kernels.activations import softmax
 from ..layer import LossLayer
 from ..proto.io import read_blob_proto
-from ..registry import register_layer
+from ..registry import register_layer, say_creating
 from ._axes import label_positions
 from ._loss import (LOG_THRESHOLD, get_normalizer, ignore_label_of, int_labels, label_mask,
                     loss_weight, poison, refuse_label_backward, valid_count)
@@ -29,7 +28,7 @@ class InfogainLossLayer(LossLayer):
 
     def setup(self, bottom, top):
         # Caffe builds its internal Softmax through the layer factory, which logs this line
-        glog.info("layer_factory.creating_layer", "Creating layer " + self.name)
+        say_creating(self.name)
         lp = self.layer_param.loss_param
         self.ignore_label = ignore_label_of(lp)
         if lp.HasField("normalize"):

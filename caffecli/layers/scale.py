@@ -4,7 +4,6 @@ import copy
 
 import numpy
 
-from .. import glog
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import channel_jit, device, jit
@@ -44,9 +43,7 @@ class ScaleLayer(Layer):
             bp.bias_param.axis = p.axis
             bp.bias_param.num_axes = bottom[1].num_axes if len(bottom) > 1 else p.num_axes
             bp.bias_param.filler.CopyFrom(p.bias_filler)
-            # Caffe makes it through the layer factory, which says so
-            glog.info("layer_factory.creating_layer", "Creating layer " + self.name)
-            self.bias_layer = create_layer(bp, self.net_dtype)
+            self.bias_layer = create_layer(bp, self.net_dtype, log=True)   # as Caffe's factory
             self.bias_layer.SetUp([bottom[0].blob], [t.blob for t in top])
             if len(self.blobs) + len(bottom) < 3:
                 self.bias_param_id = len(self.blobs)

@@ -2,11 +2,10 @@
 (softmax_loss_layer)."""
 import numpy
 
-from .. import glog
 from ..kernels import device
 from ..kernels.activations import softmax
 from ..layer import LossLayer
-from ..registry import register_layer
+from ..registry import register_layer, say_creating
 from ._axes import label_positions
 from ._loss import (FLT_MIN, get_normalizer, ignore_label_of, int_labels, label_mask, loss_weight,
                     normalization_mode, normalizer_count, poison, refuse_label_backward,
@@ -29,7 +28,7 @@ class SoftmaxWithLossLayer(LossLayer):
             raise self.error("a second (prob) top cannot be built: loss_weight must be "
                              "specified once per top blob (Caffe aborts for this layer)")
         # Caffe builds its internal Softmax through the layer factory, which logs this line
-        glog.info("layer_factory.creating_layer", "Creating layer " + self.name)
+        say_creating(self.name)
         lp = self.layer_param.loss_param
         self.ignore_label = ignore_label_of(lp)
         self.normalization = normalization_mode(lp, None)
