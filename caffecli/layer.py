@@ -184,9 +184,8 @@ class Layer:
         except NotImplementedError as exc:
             raise self.error(str(exc)) from exc
         except Exception as exc:    # still an exc's type too, as pycaffe re-raises it
-            raise as_raised(exc, "Layer %s (%s): %s.%s raised %s: %s" % (
-                self.name, self.type, type(self).__name__, hook.__name__, type(exc).__name__,
-                exc)) from exc
+            raise self.error("%s.%s raised %s: %s" % (type(self).__name__, hook.__name__,
+                                                      type(exc).__name__, exc), exc) from exc
 
     def SetUp(self, bottom, top):  # noqa: N802 - Caffe's name; setup() is the hook
         """CheckBlobCounts -> LayerSetUp -> Reshape -> SetLossWeights."""
@@ -301,9 +300,11 @@ class Layer:
             raise CaffeError("Layer %s (%s) needs as many tops as bottoms, got %d bottoms "
                              "and %d tops" % (self.name, self.type, nb, nt))
 
-    def error(self, message):
-        """A CaffeError prefixed with this layer's name and type."""
-        return CaffeError("Layer %s (%s): %s" % (self.name, self.type, message))
+    def error(self, message, cause=None):
+        """A CaffeError prefixed with this layer's name and type; of ``cause``'s type too
+        where it can be (errors.as_raised)."""
+        message = "Layer %s (%s): %s" % (self.name, self.type, message)
+        return CaffeError(message) if cause is None else as_raised(cause, message)
 
     def to_proto(self, write_diff=False):
         """This layer's LayerParameter with its current parameter blobs."""
