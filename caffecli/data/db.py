@@ -27,6 +27,11 @@ def backend_name(backend):
     return name
 
 
+def say_opened(backend, path):
+    """The line Caffe's LMDB::Open / LevelDB::Open logs."""
+    glog.info("db_%s.opened" % backend, "Opened %s %s" % (backend, path))
+
+
 def _import_plyvel(path):
     try:
         import plyvel
@@ -315,7 +320,7 @@ class new_database:
         if os.path.exists(self.tmp):
             shutil.rmtree(self.tmp)
         self.writer = open_writer(self.tmp, self.backend)
-        glog.info("db_%s.opened" % self.backend, "Opened %s %s" % (self.backend, self.given))
+        say_opened(self.backend, self.given)
         return self.writer
 
     def __exit__(self, exc_type, exc, tb):

@@ -1,7 +1,8 @@
 """Data: Datum records from an LMDB or LevelDB database, prefetched (Caffe's data_layer)."""
 import os
 
-from .. import context, glog
+from .. import context
+from ..data import db as db_mod
 from ..data.sources import DBSource
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -16,12 +17,11 @@ class DataLayer(PrefetchingDataLayer):
     def __init__(self, param):
         super().__init__(param)
         p = param.data_param
-        self.backend_name = "lmdb" if p.backend == p.LMDB else "leveldb"
+        self.backend_name = db_mod.backend_name(p.backend)
         if p.source and os.path.exists(p.source):
             # Caffe's DataLayer opens its database when it is made, before the net names its
             # bottoms and tops (a missing one fails at set-up, naming the layer)
-            glog.info("db_%s.opened" % self.backend_name,
-                      "Opened %s %s" % (self.backend_name, p.source))
+            db_mod.say_opened(self.backend_name, p.source)
 
     def make_source(self, top, dtype):
         p = self.layer_param.data_param
