@@ -81,6 +81,7 @@ def assert_close(got, want, rtol, atol, what):
     assert got.size == want.size, "%s: size %s, Caffe has %s" % (what, got.shape, want.shape)
     got = got.reshape(want.shape)
     bad = numpy.abs(got - want) > atol + rtol * numpy.abs(want)
+    bad |= numpy.isnan(got) != numpy.isnan(want)  # NaN compares false: count it by itself
     if bad.any():
         idx = numpy.argwhere(bad)[0]
         raise AssertionError("%s: %d of %d values differ; first at %s: got %r, Caffe %r"
