@@ -54,6 +54,7 @@ class Layer:
     device_code = True   # the hooks can compute on device arrays
     hands_blobs = False  # the hooks get the Blobs themselves (pycaffe's Python layers)
     skip_init_line = None  # the glog line a layer with learned blobs says when it has them
+    net_log = False      # its net logs its construction (inner nets a layer builds log too)
 
     def __init__(self, param):
         self.layer_param = param

@@ -71,6 +71,7 @@ def create_layer(param, dtype=numpy.float32, log=False):
                          % (param.type, param.name, ", ".join(layer_types())))
     layer = creator(param)
     layer.net_dtype = numpy.dtype(dtype)
+    layer.net_log = log
     return layer
 
 

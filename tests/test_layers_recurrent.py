@@ -243,3 +243,83 @@ def test_errors_name_the_layer():
         layer.Backward(top, [True, True], bottom)
     with pytest.raises(CaffeError, match="timesteps changed"):
         layer.reshape(blobs_from([x[:2], cont[:2]], numpy.float64), top)
+
+
+UNROLLED_NET = """name: "rec"
+layer { name: "x" type: "Input" top: "x" top: "cont" top: "xs" input_param {
+  shape { dim: 2 dim: 3 dim: 4 } shape { dim: 2 dim: 3 } shape { dim: 3 dim: 5 } } }
+layer { name: "lstm" type: "LSTM" bottom: "x" bottom: "cont" bottom: "xs" top: "h"
+  recurrent_param { num_output: 2 } }
+layer { name: "rnn" type: "RNN" bottom: "x" bottom: "cont" top: "o"
+  recurrent_param { num_output: 2 weight_filler { type: "gaussian" std: 0.1 } } }
+"""
+
+# What BVLC Caffe's `caffe time` logs for UNROLLED_NET, net.cpp:86 / recurrent_layer / sharing
+# lines only: each recurrent layer builds its unrolled net, which logs as any net does.
+CAFFE_UNROLLED_LOG = (
+    "Creating Layer x|Creating Layer x_x_0_split|Creating Layer cont_x_1_split|"
+    "Creating Layer lstm|Initializing recurrent layer: assuming input batch contains 2 "
+    "timesteps of 3 independent streams.|Creating Layer lstm_|Creating Layer lstm_|"
+    "Creating Layer lstm_cont_slice|Creating Layer cont_1_lstm_cont_slice_0_split|"
+    "Creating Layer cont_2_lstm_cont_slice_1_split|Creating Layer lstm_x_transform|"
+    "Creating Layer lstm_W_xc_x_static|Creating Layer lstm_W_xc_x_static_reshape|"
+    "Creating Layer W_xc_x_static_lstm_W_xc_x_static_reshape_0_split|"
+    "Creating Layer lstm_W_xc_x_slice|Creating Layer lstm_h_conted_0|"
+    "Creating Layer lstm_transform_1|Creating Layer lstm_gate_input_1|"
+    "Creating Layer lstm_unit_1|Creating Layer h_1_lstm_unit_1_1_split|"
+    "Creating Layer lstm_h_conted_1|Creating Layer lstm_transform_2|"
+    "Sharing parameters 'W_hc' owned by layer 'lstm_transform_1', param index 0|"
+    "Creating Layer lstm_gate_input_2|Creating Layer lstm_unit_2|Creating Layer lstm_|"
+    "Creating Layer lstm_h_concat|Creating Layer h_pseudoloss|Network initialization done.|"
+    "Adding parameter 0: W_xc|Adding parameter 1: b_c|Adding parameter 2: W_xc_static|"
+    "Adding parameter 3: W_hc|Creating Layer rnn|Initializing recurrent layer: assuming input "
+    "batch contains 2 timesteps of 3 independent streams.|Creating Layer rnn_|"
+    "Creating Layer rnn_|Creating Layer rnn_cont_slice|Creating Layer rnn_x_transform|"
+    "Creating Layer rnn_W_xh_x_slice|Creating Layer rnn_h_conted_0|Creating Layer rnn_W_hh_h_0|"
+    "Creating Layer rnn_h_input_sum_1|Creating Layer rnn_h_neuron_1|"
+    "Creating Layer h_1_rnn_h_neuron_1_0_split|Creating Layer rnn_W_ho_h_1|"
+    "Creating Layer rnn_o_neuron_1|Creating Layer rnn_h_conted_1|Creating Layer rnn_W_hh_h_1|"
+    "Sharing parameters 'W_hh' owned by layer 'rnn_W_hh_h_0', param index 0|"
+    "Creating Layer rnn_h_input_sum_2|Creating Layer rnn_h_neuron_2|Creating Layer rnn_W_ho_h_2|"
+    "Sharing parameters 'W_ho' owned by layer 'rnn_W_ho_h_1', param index 0|"
+    "Sharing parameters 'b_o' owned by layer 'rnn_W_ho_h_1', param index 1|"
+    "Creating Layer rnn_o_neuron_2|Creating Layer rnn_o_concat|Creating Layer o_pseudoloss|"
+    "Network initialization done.|Adding parameter 0: W_xh|Adding parameter 1: b_h|"
+    "Adding parameter 2: W_hh|Adding parameter 3: W_ho|Adding parameter 4: b_o|"
+    "Network initialization done.")
+
+
+def _build_logged(tmp_path, log):
+    import io
+    import caffecli
+    from caffecli import glog
+    from caffecli.net import Net
+    path = tmp_path / "rec.prototxt"
+    path.write_text(UNROLLED_NET)
+    buf = io.StringIO()
+    glog.set_stream(buf)
+    try:
+        caffecli.set_random_seed(5)
+        net = Net(str(path), caffecli.TRAIN, log=log)
+    finally:
+        glog.set_stream(None)
+    return net, buf.getvalue()
+
+
+def test_set_up_logs_the_unrolled_net_as_caffe(tmp_path):
+    import re
+    _, text = _build_logged(tmp_path, True)
+    wanted = re.compile(r"(net\.cpp:(86|257)|recurrent_layer\.cpp:\d+)\] |Sharing parameters")
+    got = "|".join(line.split("] ", 1)[1] for line in text.splitlines() if wanted.search(line))
+    assert got == CAFFE_UNROLLED_LOG
+    # the unrolled net's own dump: no state, pseudo-loss with loss weight 1
+    assert "layer {\n  name: \"lstm_\"\n  type: \"Input\"\n  top: \"x\"" in text
+    assert "name: \"o_pseudoloss\"\n  type: \"Reduction\"\n  bottom: \"o\"\n" in text
+
+
+def test_logging_the_unrolled_net_draws_no_random_numbers(tmp_path):
+    logged, _ = _build_logged(tmp_path, True)
+    quiet, text = _build_logged(tmp_path, False)
+    assert "Creating Layer lstm_" not in text
+    for a, b in zip(logged.learnable_params, quiet.learnable_params):
+        numpy.testing.assert_array_equal(a.data, b.data)

@@ -1,17 +1,19 @@
 """What LSTM and RNN share (Caffe's recurrent_layer): inputs, states and the input transforms,
 computed directly rather than through an unrolled internal net.
 """
-from .. import glog
+from .. import context, glog
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels.gemm import gemm
 from ..layer import Layer
+from ._unrolled import unrolled_net
 
 
 class RecurrentLayer(Layer):
     """Shared set-up, shape checks and hidden-state bookkeeping of RNN and LSTM."""
 
     num_states = 1          # recurrent state blobs (h; h and c for LSTM)
+    unroll = None           # _unrolled.fill_rnn / fill_lstm: Caffe's unrolled architecture
 
     def __init__(self, param):
         super().__init__(param)
@@ -50,6 +52,8 @@ class RecurrentLayer(Layer):
                                  % (xs.shape_string(), self.N))
             S = xs.count(1)
         self.D = x.count(2)
+        if self.net_log:
+            self._log_unrolled_net(bottom)
         shapes = self.param_shapes(self.H, self.D, S)
         if self.blobs:
             got = [b.shape for b in self.blobs]
@@ -62,6 +66,17 @@ class RecurrentLayer(Layer):
         for i, (name, _, _) in enumerate(shapes):
             glog.info("recurrent.adding_parameter", "Adding parameter %d: %s" % (i, name))
         self.param_propagate_down = [True] * len(self.blobs)
+
+    def _log_unrolled_net(self, bottom):
+        """Build Caffe's unrolled net for what its construction logs; its fills are undone
+        (the layer draws Caffe's fills itself, below)."""
+        from ..net import Net   # the net module imports the layers: a cycle at import time
+        state = context.rng_state()
+        try:
+            Net(unrolled_net(self.layer_param, type(self).unroll, bottom, self.static_input),
+                dtype=self.net_dtype)
+        finally:
+            context.set_rng_state(state)
 
     def _consume_unrolled_fills(self, shapes, dtype):
         """Caffe's unrolled net fills every time step's copy of the shared recurrent weights

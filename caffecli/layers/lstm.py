@@ -3,6 +3,7 @@ from ..kernels.lstm import cell_backward, cell_forward
 from ..kernels.gemm import gemm
 from ..registry import register_layer
 from ._recurrent import RecurrentLayer
+from ._unrolled import fill_lstm
 
 
 @register_layer("LSTM")
@@ -11,6 +12,7 @@ class LSTMLayer(RecurrentLayer):
 
     num_states = 2
     per_step_params = ("W_hc",)
+    unroll = staticmethod(fill_lstm)
 
     def param_shapes(self, H, D, S):
         rp = self.layer_param.recurrent_param

@@ -2,6 +2,7 @@
 from ..kernels.gemm import gemm
 from ..registry import register_layer
 from ._recurrent import RecurrentLayer
+from ._unrolled import fill_rnn
 
 
 @register_layer("RNN")
@@ -10,6 +11,7 @@ class RNNLayer(RecurrentLayer):
 
     num_states = 1
     per_step_params = ("W_hh", "W_ho", "b_o")
+    unroll = staticmethod(fill_rnn)
 
     def param_shapes(self, H, D, S):
         rp = self.layer_param.recurrent_param
