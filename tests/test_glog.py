@@ -300,3 +300,24 @@ def test_data_layer_opens_its_database_when_made(tmp_path, capsys):
     opened = msgs.index("Opened lmdb " + path)
     assert msgs[opened - 1] == "Creating layer d" and msgs[opened + 1] == "Creating Layer d"
     assert msgs.count("force_color and force_gray only for encoded datum") >= 2
+
+
+def test_a_quiet_net_says_nothing_for_inner_layers(capsys):
+    """Net(log=False) is quiet through and through: no 'Creating layer' for Scale's inner Bias,
+    the loss layers' softmax, or a recurrent layer's unrolled net."""
+    from caffecli import Net, TRAIN
+    from caffecli.proto import caffe_pb2
+    from caffecli.proto.io import parse_text
+    text = '''
+layer { name: "in" type: "Input" top: "x" top: "label" top: "H" top: "c"
+        input_param { shape { dim: 2 dim: 3 } shape { dim: 2 }
+                      shape { dim: 1 dim: 1 dim: 3 dim: 3 } shape { dim: 2 dim: 3 } } }
+layer { name: "sc" type: "Scale" bottom: "x" top: "y" scale_param { bias_term: true } }
+layer { name: "ig" type: "InfogainLoss" bottom: "y" bottom: "label" bottom: "H" top: "l1" }
+layer { name: "sm" type: "SoftmaxWithLoss" bottom: "y" bottom: "label" top: "l2" }
+layer { name: "r" type: "RNN" bottom: "x" bottom: "c" top: "o" recurrent_param { num_output: 2 } }
+'''
+    glog.set_stream(None)
+    capsys.readouterr()
+    Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN, log=False)
+    assert "Creating" not in capsys.readouterr().err

@@ -28,7 +28,8 @@ class InfogainLossLayer(LossLayer):
 
     def setup(self, bottom, top):
         # Caffe builds its internal Softmax through the layer factory, which logs this line
-        say_creating(self.name)
+        if self.net_log:
+            say_creating(self.name)
         lp = self.layer_param.loss_param
         self.ignore_label = ignore_label_of(lp)
         if lp.HasField("normalize"):

@@ -43,7 +43,7 @@ class ScaleLayer(Layer):
             bp.bias_param.axis = p.axis
             bp.bias_param.num_axes = bottom[1].num_axes if len(bottom) > 1 else p.num_axes
             bp.bias_param.filler.CopyFrom(p.bias_filler)
-            self.bias_layer = create_layer(bp, self.net_dtype, log=True)   # as Caffe's factory
+            self.bias_layer = create_layer(bp, self.net_dtype, log=self.net_log)
             self.bias_layer.SetUp([bottom[0].blob], [t.blob for t in top])
             if len(self.blobs) + len(bottom) < 3:
                 self.bias_param_id = len(self.blobs)

@@ -28,7 +28,8 @@ class SoftmaxWithLossLayer(LossLayer):
             raise self.error("a second (prob) top cannot be built: loss_weight must be "
                              "specified once per top blob (Caffe aborts for this layer)")
         # Caffe builds its internal Softmax through the layer factory, which logs this line
-        say_creating(self.name)
+        if self.net_log:
+            say_creating(self.name)
         lp = self.layer_param.loss_param
         self.ignore_label = ignore_label_of(lp)
         self.normalization = normalization_mode(lp, None)
