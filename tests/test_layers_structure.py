@@ -203,7 +203,29 @@ def test_reshape_in_a_net_passes_gradients():
     net = Net(parse_text('''
 force_backward: true
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 6 } } }
-layer { name: "r" type: "Reshape" bottom: "x" top: "y" reshape_param { shape { dim: 0 dim: 2 dim: 3 } } }
+layer { name: "r" type: "Reshape" bottom: "x" top: "y"
+        reshape_param { shape { dim: 0 dim: 2 dim: 3 } } }
+layer { name: "s" type: "Reduction" bottom: "y" top: "loss" loss_weight: 1
+        reduction_param { operation: SUMSQ } }
+''', caffe_pb2.NetParameter()), TRAIN, log=False)
+    x = rnd(2, 6)
+    net.blob_by_name("x").data[...] = x
+    loss = net.forward_pass()
+    net.backward_pass()
+    assert net.blob_by_name("y").shape == (2, 2, 3)
+    assert loss == pytest.approx((x ** 2).sum(), rel=1e-5)
+    numpy.testing.assert_allclose(net.blob_by_name("x").diff, 2 * x, rtol=1e-5)
+
+
+def test_reshape_then_flatten_loses_the_gradient_as_in_caffe():
+    """Caffe's Reshape shares the diff when it reshapes, its backward does nothing; Flatten's
+    backward points its bottom's diff at its top's. So behind a Reshape -> Flatten chain the
+    input's diff stays zero (what BVLC Caffe computes for this net, checked with pycaffe)."""
+    net = Net(parse_text('''
+force_backward: true
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 6 } } }
+layer { name: "r" type: "Reshape" bottom: "x" top: "y"
+        reshape_param { shape { dim: 0 dim: 2 dim: 3 } } }
 layer { name: "f" type: "Flatten" bottom: "y" top: "z" }
 layer { name: "s" type: "Reduction" bottom: "z" top: "loss" loss_weight: 1
         reduction_param { operation: SUMSQ } }
@@ -214,7 +236,28 @@ layer { name: "s" type: "Reduction" bottom: "z" top: "loss" loss_weight: 1
     net.backward_pass()
     assert net.blob_by_name("y").shape == (2, 2, 3)
     assert loss == pytest.approx((x ** 2).sum(), rel=1e-5)
-    numpy.testing.assert_allclose(net.blob_by_name("x").diff, 2 * x, rtol=1e-5)
+    numpy.testing.assert_allclose(net.blob_by_name("y").diff.ravel(), 2 * x.ravel(), rtol=1e-5)
+    assert not net.blob_by_name("x").diff.any()
+
+
+def test_flatten_shares_data_in_forward_and_diff_in_backward():
+    """A Flatten whose top is an output outside the loss runs no backward: the diff set on its
+    top does not reach its bottom (Caffe shares the diff only in Flatten's backward)."""
+    net = Net(parse_text('''
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "ip" type: "InnerProduct" bottom: "x" top: "h"
+        inner_product_param { num_output: 2 weight_filler { type: "constant" value: 1 } } }
+layer { name: "f" type: "Flatten" bottom: "h" top: "flat" }
+layer { name: "s" type: "Reduction" bottom: "h" top: "loss" loss_weight: 1 }
+''', caffe_pb2.NetParameter()), TRAIN, log=False)
+    flat = net.blob_by_name("flat")
+    assert not flat.data.any()            # not shared before the forward pass
+    net.blob_by_name("x").data[...] = rnd(2, 3)
+    net.forward_pass()
+    numpy.testing.assert_array_equal(flat.data, net.blob_by_name("h").data)
+    flat.diff[...] = 100.0
+    net.backward_pass()
+    numpy.testing.assert_array_equal(net.blob_by_name("h").diff, numpy.ones((2, 2)))
 
 
 # ---- Tile --------------------------------------------------------------------------------

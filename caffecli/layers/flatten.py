@@ -6,7 +6,9 @@ from ._axes import canonical_axis
 
 @register_layer("Flatten")
 class FlattenLayer(Layer):
-    """Merges axes [axis, end_axis] into one; the top shares the bottom's data and diff."""
+    """Merges axes [axis, end_axis] into one. As in Caffe, the top takes the bottom's data in
+    the forward pass and the bottom takes the top's diff in the backward pass: a diff set on
+    the top of a Flatten that needs no backward stays out of the bottom's."""
 
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
@@ -23,11 +25,9 @@ class FlattenLayer(Layer):
                              % (p.end_axis, p.axis, b.shape_string()))
         shape = list(b.shape[:start]) + [b.count(start, end + 1)] + list(b.shape[end + 1:])
         top[0].reshape(shape)
-        top[0].share_data(b)
-        top[0].share_diff(b)
 
     def forward(self, bottom, top):
-        pass  # the top shares the bottom's storage
+        top[0].share_data(bottom[0])
 
     def backward(self, top, propagate_down, bottom):
-        pass
+        bottom[0].share_diff(top[0])
