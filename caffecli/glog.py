@@ -152,6 +152,21 @@ def _write_stderr(text):
         stream.write(text + "\n")
 
 
+# glog writes a record (prefix and message) into a 30000-byte buffer that keeps two bytes for
+# the newline and terminator: a longer record (a big net's parameter dump) is cut there.
+MAX_RECORD = 29998
+
+
+def _clip(text):
+    """The record as glog prints it: cut at MAX_RECORD bytes (a cut that ends a line ends the
+    record: glog adds no newline after one)."""
+    raw = text.encode("utf-8")
+    if len(raw) <= MAX_RECORD:
+        return text
+    cut = raw[:MAX_RECORD].decode("utf-8", errors="ignore")
+    return cut[:-1] if cut.endswith("\n") else cut
+
+
 def emit(severity, line, message):
     """One line of ``severity`` (I, W, E, F) to stderr and/or files; ``line`` names it in
     glog_sources.SOURCES, which gives the ``file:line`` tag glog prints."""
@@ -159,7 +174,7 @@ def emit(severity, line, message):
     c = _config
     if level < c["min_level"] or c["silenced"]:
         return
-    text = format_line(severity, SOURCES[line], message)
+    text = _clip(format_line(severity, SOURCES[line], message))
     with _lock:
         if _to_stderr(level):
             _write_stderr(text)

@@ -321,3 +321,23 @@ layer { name: "r" type: "RNN" bottom: "x" bottom: "c" top: "o" recurrent_param {
     capsys.readouterr()
     Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN, log=False)
     assert "Creating" not in capsys.readouterr().err
+
+
+def test_a_record_longer_than_glogs_buffer_is_cut_as_glog_cuts_it():
+    """glog keeps 29998 bytes of a record (prefix included), then the newline: a big net's
+    'Initializing net from parameters' dump ends mid-word in Caffe's log."""
+    buf = io.StringIO()
+    glog.set_stream(buf)
+    try:
+        glog.info("net.init", "x" * 40000)
+        glog.info("net.init", "short")
+        long_line, short_line = buf.getvalue().split("\n")[:2]
+    finally:
+        glog.set_stream(None)
+    assert len(long_line) == glog.MAX_RECORD and long_line.endswith("x" * 100)
+    assert short_line.endswith("net.cpp:53] short")
+    # a cut right after a newline ends the record there: no empty line follows
+    prefix = len(glog.format_line("I", "net.cpp:53", ""))
+    text = glog._clip(glog.format_line("I", "net.cpp:53",
+                                       "a" * (glog.MAX_RECORD - prefix - 1) + "\nbbbb"))
+    assert text.endswith("a") and len(text) == glog.MAX_RECORD - 1
