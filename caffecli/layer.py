@@ -55,6 +55,14 @@ class Layer:
     hands_blobs = False  # the hooks get the Blobs themselves (pycaffe's Python layers)
     skip_init_line = None  # the glog line a layer with learned blobs says when it has them
     net_log = False      # its net logs its construction (inner nets a layer builds log too)
+    # set by the net: a later layer writes in place into storage a bottom shares, so the
+    # bottom's data at backward time is not what the forward pass read
+    bottom_rewritten = False
+
+    def tops_alias_bottom(self, bottom_count, top_count):
+        """Whether the tops share the bottom's data storage (Split, Reshape, Flatten, a Concat
+        or Slice of one): writes into either reach the other."""
+        return False
 
     def __init__(self, param):
         self.layer_param = param

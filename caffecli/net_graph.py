@@ -84,6 +84,7 @@ class GraphBuilder:
         for layer_id, lp in enumerate(param.layer):
             self._add_layer(layer_id, lp)
         self._infer_backward(param.force_backward)
+        self._mark_rewritten_bottoms()
         for name in sorted(self._available):
             self._info("net.output", "This network produces output " + name)
             self.output_ids.append(self.blob_names_index[name])
@@ -244,6 +245,33 @@ class GraphBuilder:
                     self.blob_records[bid].need_backward |= need
                 for pid in range(len(rec.layer.blobs)):
                     rec.layer.set_param_propagate_down(pid, True)
+
+    def _mark_rewritten_bottoms(self):
+        """Caffe's backward reads a bottom's data as it is then. An in-place layer later in the
+        forward pass that writes into storage the bottom shares (through Split, Reshape,
+        Flatten, ...) changes it; layers that keep forward-time copies for their backward
+        (convolution's columns) are told to read the bottom again."""
+        group = list(range(len(self.blob_records)))
+
+        def find(i):
+            while group[i] != i:
+                group[i] = group[group[i]]
+                i = group[i]
+            return i
+
+        for rec in self.records:
+            if rec.bottom_ids and rec.layer.tops_alias_bottom(len(rec.bottom_ids),
+                                                              len(rec.top_ids)):
+                for t in rec.top_ids:
+                    group[find(t)] = find(rec.bottom_ids[0])
+        last_write = {}   # storage -> the last layer writing into it in place
+        for i, rec in enumerate(self.records):
+            for b, t in zip(rec.bottom_ids, rec.top_ids):
+                if b == t:
+                    last_write[find(t)] = i
+        for i, rec in enumerate(self.records):
+            rec.layer.bottom_rewritten = any(last_write.get(find(b), -1) > i
+                                             for b in rec.bottom_ids)
 
     def _share_weights(self):
         for p in self.param_records:

@@ -261,3 +261,26 @@ def test_batchnorm_on_the_input_needs_backward_as_in_caffe():
         assert [net.params_lr[i] for i in range(3)] == [0, 0, 0]
     assert abs(diffs[0]).sum() > 0
     numpy.testing.assert_array_equal(diffs[0], diffs[1])
+
+
+def test_backward_reads_a_bottom_an_in_place_layer_rewrote_after_the_forward_pass():
+    """The ReLU writes in place into the Reshape's top, which shares x's storage: Caffe's
+    convolution backward then reads the rewritten x for its weight gradient (what BVLC Caffe
+    computes for this net: 6 8 12 14), so caffecli must not reuse the forward pass's columns."""
+    net = Net(parse_text('''
+layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 1 dim: 1 dim: 3 dim: 3 } } }
+layer { name: "conv" type: "Convolution" bottom: "x" top: "y"
+        convolution_param { num_output: 1 kernel_size: 2 bias_term: false
+                            weight_filler { type: "constant" value: 1 } } }
+layer { name: "r" type: "Reshape" bottom: "x" top: "r" reshape_param { shape { dim: 0 dim: -1 } } }
+layer { name: "relu" type: "ReLU" bottom: "r" top: "r" }
+layer { name: "loss" type: "Reduction" bottom: "y" top: "loss" loss_weight: 1 }
+''', caffe_pb2.NetParameter()), TRAIN, log=False)
+    conv = net.layer_by_name("conv")
+    assert conv.bottom_rewritten and not net.layer_by_name("relu").bottom_rewritten
+    net.blob_by_name("x").data[...] = numpy.array([[1, -2, 3], [-4, 5, -6], [7, -8, 9]],
+                                                  numpy.float32).reshape(1, 1, 3, 3)
+    net.forward_pass()
+    net.backward_pass()
+    numpy.testing.assert_array_equal(net.blob_by_name("y").data.ravel(), [0, 0, 0, 0])
+    numpy.testing.assert_array_equal(conv.blobs[0].diff.ravel(), [6, 8, 12, 14])

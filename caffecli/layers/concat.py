@@ -11,6 +11,9 @@ class ConcatLayer(Layer):
     min_bottom_blobs = 1
     exact_num_top_blobs = 1
 
+    def tops_alias_bottom(self, bottom_count, top_count):
+        return bottom_count == 1
+
     def setup(self, bottom, top):
         p = self.layer_param.concat_param
         if p.HasField("axis") and p.HasField("concat_dim"):

@@ -134,7 +134,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 y += self.weights[1].data.reshape(1, m, 1)
         # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
         # single image has none: its input is its columns)
-        single = len(bottom) == 1 and self.chunk >= self.num
+        single = len(bottom) == 1 and self.chunk >= self.num and not self.bottom_rewritten
         self._cached = single and not winograd_done and not (self.pointwise and self.num == 1)
         self._tiles_cached = single and winograd_done   # Winograd's input tiles, likewise
 

@@ -13,6 +13,9 @@ class FlattenLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
+    def tops_alias_bottom(self, bottom_count, top_count):
+        return True
+
     def reshape(self, bottom, top):
         if top[0] is bottom[0]:
             raise self.error("Flatten Layer does not allow in-place computation.")

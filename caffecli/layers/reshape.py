@@ -12,6 +12,9 @@ class ReshapeLayer(Layer):
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
+    def tops_alias_bottom(self, bottom_count, top_count):
+        return True
+
     def setup(self, bottom, top):
         if top[0] is bottom[0]:
             raise self.error("Reshape Layer does not allow in-place computation.")

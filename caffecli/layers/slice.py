@@ -11,6 +11,9 @@ class SliceLayer(Layer):
     exact_num_bottom_blobs = 1
     min_top_blobs = 1
 
+    def tops_alias_bottom(self, bottom_count, top_count):
+        return top_count == 1
+
     def setup(self, bottom, top):
         p = self.layer_param.slice_param
         if p.HasField("axis") and p.HasField("slice_dim"):

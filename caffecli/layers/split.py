@@ -8,6 +8,9 @@ class SplitLayer(Layer):
     exact_num_bottom_blobs = 1
     min_top_blobs = 1
 
+    def tops_alias_bottom(self, bottom_count, top_count):
+        return True
+
     def reshape(self, bottom, top):
         for t in top:
             if t is bottom[0]:
