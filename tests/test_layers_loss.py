@@ -432,3 +432,26 @@ def test_accuracy_float32_and_errors():
     expect_error(ACC % "", [rnd(2, 3), [0.0, 3.0]], match="out of range")
     expect_error(ACC % "", [rnd(2, 3), [0.0, 1.0]], match="backward",
                  backward_down=[True, False])
+
+
+def test_a_zero_loss_is_positive_zero_as_caffe_logs_it():
+    """Caffe subtracts each term from a loss that starts at 0, so a perfect prediction gives
+    +0 ('loss = 0' in the log), not -0."""
+    net = Net(parse_text('''
+layer { name: "in" type: "Input" top: "x" top: "lab" top: "p" top: "H" top: "s" top: "t"
+  input_param { shape { dim: 1 dim: 2 } shape { dim: 1 } shape { dim: 1 dim: 2 }
+                shape { dim: 1 dim: 1 dim: 2 dim: 2 } shape { dim: 1 dim: 2 }
+                shape { dim: 1 dim: 2 } } }
+layer { name: "sm" type: "SoftmaxWithLoss" bottom: "x" bottom: "lab" top: "l1" }
+layer { name: "mn" type: "MultinomialLogisticLoss" bottom: "p" bottom: "lab" top: "l2" }
+layer { name: "ig" type: "InfogainLoss" bottom: "x" bottom: "lab" bottom: "H" top: "l3" }
+layer { name: "sc" type: "SigmoidCrossEntropyLoss" bottom: "s" bottom: "t" top: "l4" }
+''', caffe_pb2.NetParameter()), TRAIN, log=False)
+    for name, value in (("x", [[0, -200]]), ("lab", [0]), ("p", [[1, 0]]),
+                        ("H", numpy.eye(2).reshape(1, 1, 2, 2)), ("s", [[100, -100]]),
+                        ("t", [[1, 0]])):
+        net.blob_by_name(name).data[...] = value
+    assert net.forward_pass() == 0
+    for top in ("l1", "l2", "l3", "l4"):
+        value = float(net.blob_by_name(top).data)
+        assert value == 0 and math.copysign(1, value) == 1, top

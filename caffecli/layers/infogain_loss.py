@@ -83,7 +83,7 @@ class InfogainLossLayer(LossLayer):
         rows = self._matrix(bottom)[labels].transpose(0, 2, 1)  # (outer, K, inner): H[label, l]
         logs = xp.log(xp.maximum(self.prob, dt.type(LOG_THRESHOLD)))
         per_pos = (rows * logs).sum(axis=1)
-        loss = -xp.where(valid, per_pos, dt.type(0)).sum()
+        loss = dt.type(0) - xp.where(valid, per_pos, dt.type(0)).sum()   # +0, not -0
         top[0].data[...] = poison(self, xp, loss / self.norm)
         if len(top) == 2:
             top[1].data.reshape(dims)[...] = self.prob

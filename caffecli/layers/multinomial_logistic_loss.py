@@ -31,7 +31,8 @@ class MultinomialLogisticLossLayer(LossLayer):
     def forward(self, bottom, top):
         num, _, _, prob = self._gather(bottom)
         dt = numpy.dtype(bottom[0].dtype)
-        top[0].data[...] = poison(self, self.xp, -self.xp.log(prob).sum() / dt.type(num))
+        loss = dt.type(0) - self.xp.log(prob).sum()   # Caffe subtracts from 0: +0, not -0
+        top[0].data[...] = poison(self, self.xp, loss / dt.type(num))
 
     def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)

@@ -48,7 +48,7 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
             count = valid_count(self, xp, valid, self.normalization, self.ignore_label)
         self.normalizer = get_normalizer(self, self.normalization, self.outer, self.inner,
                                          count, dt)
-        top[0].data[...] = -term.sum() / self.normalizer
+        top[0].data[...] = (dt.type(0) - term.sum()) / self.normalizer   # +0, not -0
 
     def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)

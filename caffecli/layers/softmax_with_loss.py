@@ -53,7 +53,7 @@ class SoftmaxWithLossLayer(LossLayer):
                                         defer=True)
         picked = xp.take_along_axis(self.prob, xp.where(valid, labels, 0)[:, None, :], 1)[:, 0]
         logs = xp.log(xp.maximum(picked, dt.type(FLT_MIN)))
-        loss = -xp.where(valid, logs, dt.type(0)).sum()
+        loss = dt.type(0) - xp.where(valid, logs, dt.type(0)).sum()   # Caffe's 0 - ...: +0, not -0
         count = valid_count(self, xp, valid, self.normalization, self.ignore_label)
         self.norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
         top[0].data[...] = poison(self, xp, loss / self.norm)

@@ -52,7 +52,7 @@ extern "C" __global__ void softmax_loss_total(
     const real n = count_valid ? (real)counted : (real)fixed;
     const real divisor = n > (real)1 ? n : (real)1;
     norm[0] = divisor;
-    loss[0] = bad > 0 ? poison : -(real)sum / divisor;
+    loss[0] = bad > 0 ? poison : ((real)0 - (real)sum) / divisor;  // +0 for a zero loss
   }
 }
 
