@@ -71,3 +71,21 @@ def test_relu_layer_compiled_and_reference_agree(slope, jit_on, monkeypatch):
         assert calls.count("forward") >= 2 and calls.count("backward") >= 2
     else:
         assert not calls
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba not installed (the [jit] extra)")
+@pytest.mark.parametrize("slope", [0.0, 0.5, -0.5])
+def test_forward_zeros_carry_caffes_sign(slope):
+    """Caffe's max(x, 0) + slope * min(x, 0): a negative x under slope 0 gives +0 (not x * 0,
+    -0), an input -0 stays -0 (std::max keeps its first argument on a tie), +0 stays +0
+    whatever the slope's sign."""
+    x = numpy.array([-2.0, -0.0, 0.0, 3.0, numpy.nan], numpy.float32)
+    s = numpy.float32(slope)
+    with numpy.errstate(invalid="ignore"):   # std::max(a, b) is a < b ? b : a, min b < a ? b : a
+        want = numpy.where(x < 0, 0, x) + s * numpy.where(0 < x, 0, x)
+    for y in (numpy.empty_like(x), None):
+        got = x.copy()
+        relu_jit.forward(got, s, y)
+        got = got if y is None else y
+        numpy.testing.assert_array_equal(got, want)
+        assert (numpy.signbit(got) == numpy.signbit(want)).all()

@@ -1,10 +1,11 @@
 """ReLU on the host as compiled loops (kernels/jit.py): one pass each way, where numpy's
 ``maximum`` (NaN-aware) runs 3-7x slower than a copy and its backward builds a mask first.
 
-Both directions multiply by Caffe's step factor, (x > 0) + negative_slope * (x <= 0): forward
-x times it (x, or x * slope: Caffe's values, and NaN stays NaN), backward dy times it (Caffe's
-formula, so an infinite dy over x <= 0 gives NaN as there). The arithmetic has no branch, so
-it vectorizes even on random signs. A blob computed in place (top is bottom) takes the kernels
+Forward is Caffe's max(x, 0) + negative_slope * min(x, 0), with std::max and std::min as C++
+has them (the first argument on a tie or a NaN), so even the sign of a zero is Caffe's: +0 for
+a negative x under slope 0, where x * 0 would give -0 (printed '-0' by `caffe test`). Backward
+multiplies dy by Caffe's step factor, (x > 0) + negative_slope * (x <= 0) (so an infinite dy
+over x <= 0 gives NaN as there). Selects, not branches: the loops vectorize on random signs. A blob computed in place (top is bottom) takes the kernels
 over one array: where two arguments are the same array the compiled loop cannot vectorize.
 layers/relu.py keeps the numpy code as the reference and for device arrays.
 """
@@ -14,13 +15,13 @@ from .jit import kernel
 def _forward(x, slope, y):
     for i in range(x.size):
         v = x[i]
-        y[i] = v * ((v > 0) + (v <= 0) * slope)
+        y[i] = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
 
 
 def _forward_in_place(y, slope):
     for i in range(y.size):
         v = y[i]
-        y[i] = v * ((v > 0) + (v <= 0) * slope)
+        y[i] = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
 
 
 def _backward(x, dy, slope, dx):
