@@ -5,8 +5,9 @@ Forward is Caffe's max(x, 0) + negative_slope * min(x, 0), with std::max and std
 has them (the first argument on a tie or a NaN), so even the sign of a zero is Caffe's: +0 for
 a negative x under slope 0, where x * 0 would give -0 (printed '-0' by `caffe test`). Backward
 multiplies dy by Caffe's step factor, (x > 0) + negative_slope * (x <= 0) (so an infinite dy
-over x <= 0 gives NaN as there). Selects, not branches: the loops vectorize on random signs. A blob computed in place (top is bottom) takes the kernels
-over one array: where two arguments are the same array the compiled loop cannot vectorize.
+over x <= 0 gives NaN as there). Selects, not branches: the loops vectorize on random signs.
+A blob computed in place (top is bottom) takes the kernels over one array: where two
+arguments are the same array the compiled loop cannot vectorize.
 layers/relu.py keeps the numpy code as the reference and for device arrays.
 """
 from .jit import kernel
