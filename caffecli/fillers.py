@@ -106,6 +106,9 @@ def _check(param, shape):
                          % (tuple(shape),))
     if param.type == "bilinear" and param.sparse != -1:
         raise CaffeError("Sparsity not supported by this Filler (bilinear).")
+    if param.type in ("xavier", "msra", "positive_unitball") and len(shape) == 0:
+        raise CaffeError("%s filler needs a blob with at least one axis (it divides by the "
+                         "first), got a 0-D blob" % param.type)
     if param.type == "gaussian" and param.sparse >= 0 and len(shape) < 2:
         raise CaffeError("sparse gaussian filler needs a blob of at least 2 axes")
 

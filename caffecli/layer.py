@@ -183,16 +183,19 @@ class Layer:
 
     def _guarded(self, hook, *args):
         """Call a hook; a Python layer's own exception becomes a CaffeError naming the layer
-        (and of the exception's own type where it can be)."""
-        if self.device_code:
-            return hook(*args)
+        (and of the exception's own type where it can be), as does an error of a helper that
+        does not know the layer (a filler, an axis check)."""
         try:
             return hook(*args)
-        except CaffeError:
-            raise
-        except NotImplementedError as exc:
+        except CaffeError as exc:
+            if str(exc).startswith("Layer "):
+                raise
             raise self.error(str(exc)) from exc
         except Exception as exc:    # still an exc's type too, as pycaffe re-raises it
+            if self.device_code:
+                raise
+            if isinstance(exc, NotImplementedError):
+                raise self.error(str(exc)) from exc
             raise self.error("%s.%s raised %s: %s" % (type(self).__name__, hook.__name__,
                                                       type(exc).__name__, exc), exc) from exc
 

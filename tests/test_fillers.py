@@ -31,3 +31,12 @@ def test_bilinear_refuses_sparsity_and_non_square_kernels():
         fill(Blob((1, 1, 3, 3)), caffe_pb2.FillerParameter(type="bilinear", sparse=2))
     with pytest.raises(CaffeError, match="square"):
         fill(Blob((1, 1, 3, 4)), caffe_pb2.FillerParameter(type="bilinear"))
+
+
+@pytest.mark.parametrize("kind", ["xavier", "msra", "positive_unitball"])
+def test_fan_fillers_refuse_a_blob_without_axes(kind):
+    """They divide the count by the first axis: Caffe's shape(0) check aborts on a 0-D blob
+    (a Bias or Scale with num_axes 0), so caffecli refuses it too; one axis is enough."""
+    with pytest.raises(CaffeError, match="at least one axis"):
+        fill(Blob(()), caffe_pb2.FillerParameter(type=kind))
+    assert numpy.isfinite(fill(Blob((3,)), caffe_pb2.FillerParameter(type=kind)).data).all()
