@@ -256,3 +256,14 @@ def test_the_error_is_the_last_line_even_with_a_prefetch_thread_logging(capsys):
     lines = capsys.readouterr().err.splitlines()
     assert "Restarting data prefetching from start." in lines[0]
     assert lines[-1] == "caffecli: error: the failure"
+
+
+def test_a_helpers_error_names_the_layer():
+    """A filler does not know its layer; the error still names it (one line, exit 1)."""
+    from caffecli import Net, TRAIN
+    from caffecli.proto.io import parse_text
+    text = '''layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 } } }
+layer { name: "b" type: "Bias" bottom: "x" top: "y"
+        bias_param { axis: 0 num_axes: 0 filler { type: "xavier" } } }'''
+    with pytest.raises(CaffeError, match=r"^Layer b \(Bias\): xavier filler needs a blob"):
+        Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN, log=False)
