@@ -141,12 +141,16 @@ def transform(rng, resized_hw):
     return "transform_param { %s } " % " ".join(tp) if tp else ""
 
 
-def g_imagedata(rng, d):
+def images_and_size(rng, d):
+    """Random images in d with their list.txt, and (height, width) to resize to, or None."""
     images(rng, d, rng.randint(1, 6))
+    return (rng.randint(1, 10), rng.randint(1, 10)) if rng.rand() < 0.7 else None
+
+
+def g_imagedata(rng, d):
+    hw = images_and_size(rng, d)
     p = ['source: "list.txt"', "batch_size: %d" % rng.randint(1, 4)]
-    hw = None
-    if rng.rand() < 0.7:
-        hw = (rng.randint(1, 10), rng.randint(1, 10))
+    if hw:
         p += ["new_height: %d" % hw[0], "new_width: %d" % hw[1]]
     if rng.rand() < 0.3:
         p.append("is_color: false")
@@ -159,12 +163,8 @@ def g_imagedata(rng, d):
 
 
 def g_convert(rng, d):
-    images(rng, d, rng.randint(1, 6))
-    flags = []
-    hw = None
-    if rng.rand() < 0.7:
-        hw = (rng.randint(1, 10), rng.randint(1, 10))
-        flags += ["--resize_height=%d" % hw[0], "--resize_width=%d" % hw[1]]
+    hw = images_and_size(rng, d)
+    flags = ["--resize_height=%d" % hw[0], "--resize_width=%d" % hw[1]] if hw else []
     if rng.rand() < 0.3:
         flags.append("--gray")
     if rng.rand() < 0.4:

@@ -1,6 +1,7 @@
 """Random single-layer nets, neuron, loss, shape and recurrent families (as specs_vision.py)."""
 import numpy as np
 
+from .specs_vision import class_axis
 from .writer import BIAS_FILLER, filler, labels, layer, randn
 
 
@@ -117,11 +118,7 @@ def g_multinomial(rng):
 
 
 def g_infogain(rng):
-    nax = rng.randint(2, 4)
-    shape = [rng.randint(1, 4) for _ in range(nax)]
-    axis = rng.randint(1, nax) if rng.rand() < 0.3 else 1
-    k = shape[axis]
-    lshape = shape[:axis] + shape[axis + 1:]
+    shape, axis, k, lshape = class_axis(rng, 3)
     H = rng.rand(k, k).astype(np.float32)
     p = ["axis: %d" % axis] if axis != 1 else []
     lp = []

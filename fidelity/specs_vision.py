@@ -340,12 +340,16 @@ def g_argmax(rng):
                 inputs={"x": x}, backward=False)
 
 
-def g_accuracy(rng):
-    nax = rng.randint(2, 5)
+def class_axis(rng, max_axes):
+    """(shape, class axis, class count, label shape) of a classifier's input."""
+    nax = rng.randint(2, max_axes + 1)
     shape = [rng.randint(1, 4) for _ in range(nax)]
     axis = rng.randint(1, nax) if rng.rand() < 0.3 else 1
-    k = shape[axis]
-    lshape = shape[:axis] + shape[axis + 1:]
+    return shape, axis, shape[axis], shape[:axis] + shape[axis + 1:]
+
+
+def g_accuracy(rng):
+    shape, axis, k, lshape = class_axis(rng, 4)
     p = ["axis: %d" % axis]
     if rng.rand() < 0.5:
         p.append("top_k: %d" % rng.randint(1, k + 1))

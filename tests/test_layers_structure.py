@@ -199,21 +199,28 @@ def test_reshape_errors():
     setup_error(t % "shape { dim: 1 } num_axes: -2", [(2, 12)], match="num_axes")
 
 
-def test_reshape_in_a_net_passes_gradients():
+def _reshape_net(flatten):
+    """x (2, 6) -> Reshape y (2, 2, 3) [-> Flatten z] -> sum of squares; run once each way."""
+    tail = ('layer { name: "f" type: "Flatten" bottom: "y" top: "z" }\n' if flatten else "")
     net = Net(parse_text('''
 force_backward: true
 layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 6 } } }
 layer { name: "r" type: "Reshape" bottom: "x" top: "y"
         reshape_param { shape { dim: 0 dim: 2 dim: 3 } } }
-layer { name: "s" type: "Reduction" bottom: "y" top: "loss" loss_weight: 1
+''' + tail + '''layer { name: "s" type: "Reduction" bottom: "%s" top: "loss" loss_weight: 1
         reduction_param { operation: SUMSQ } }
-''', caffe_pb2.NetParameter()), TRAIN, log=False)
+''' % ("z" if flatten else "y"), caffe_pb2.NetParameter()), TRAIN, log=False)
     x = rnd(2, 6)
     net.blob_by_name("x").data[...] = x
     loss = net.forward_pass()
     net.backward_pass()
     assert net.blob_by_name("y").shape == (2, 2, 3)
     assert loss == pytest.approx((x ** 2).sum(), rel=1e-5)
+    return net, x
+
+
+def test_reshape_in_a_net_passes_gradients():
+    net, x = _reshape_net(flatten=False)
     numpy.testing.assert_allclose(net.blob_by_name("x").diff, 2 * x, rtol=1e-5)
 
 
@@ -221,21 +228,7 @@ def test_reshape_then_flatten_loses_the_gradient_as_in_caffe():
     """Caffe's Reshape shares the diff when it reshapes, its backward does nothing; Flatten's
     backward points its bottom's diff at its top's. So behind a Reshape -> Flatten chain the
     input's diff stays zero (what BVLC Caffe computes for this net, checked with pycaffe)."""
-    net = Net(parse_text('''
-force_backward: true
-layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 6 } } }
-layer { name: "r" type: "Reshape" bottom: "x" top: "y"
-        reshape_param { shape { dim: 0 dim: 2 dim: 3 } } }
-layer { name: "f" type: "Flatten" bottom: "y" top: "z" }
-layer { name: "s" type: "Reduction" bottom: "z" top: "loss" loss_weight: 1
-        reduction_param { operation: SUMSQ } }
-''', caffe_pb2.NetParameter()), TRAIN, log=False)
-    x = rnd(2, 6)
-    net.blob_by_name("x").data[...] = x
-    loss = net.forward_pass()
-    net.backward_pass()
-    assert net.blob_by_name("y").shape == (2, 2, 3)
-    assert loss == pytest.approx((x ** 2).sum(), rel=1e-5)
+    net, x = _reshape_net(flatten=True)
     numpy.testing.assert_allclose(net.blob_by_name("y").diff.ravel(), 2 * x.ravel(), rtol=1e-5)
     assert not net.blob_by_name("x").diff.any()
 
