@@ -260,5 +260,19 @@ def g_combo(rng):
                                    "s2": randn(rng, 2, 4)})
 
 
+def g_parameter(rng):
+    """A Parameter blob (Caffe fills it with zeros; the case sets it) combined with the input,
+    maybe consumed twice (a split) or by an in-place layer."""
+    shape = [rng.randint(1, 4) for _ in range(rng.randint(1, 5))]
+    op = ["PROD", "SUM", "MAX"][rng.randint(3)]
+    lt = layer("p", "Parameter", [], ["w"], "parameter_param { shape { %s } }"
+               % " ".join("dim: %d" % d for d in shape))
+    lt += layer("l", "Eltwise", ["w", "x"], ["y"], "eltwise_param { operation: %s }" % op)
+    if rng.rand() < 0.5:
+        lt += layer("l2", "Eltwise", ["x", "w"], ["y2"], "eltwise_param { operation: SUM }")
+    return dict(layers=lt, inputs={"x": randn(rng, *shape)},
+                set_params={"p": [randn(rng, *shape)]})
+
+
 FAMILIES = {name[2:]: fn for name, fn in dict(globals()).items()
             if name.startswith("g_") and fn.__module__ == __name__}
