@@ -1,225 +1,277 @@
 """Random multi-layer nets: the net-level semantics single layers do not reach (automatic
 splits, in-place chains, storage shared through Reshape/Flatten/Split and rewritten in place,
-parameters shared by name or frozen, loss weights on any top, propagate_down, phases)."""
+parameters shared by name or frozen, loss weights on any top, propagate_down, phases).
+
+A net grows from its input x by operations drawn from OPS; each takes a blob already there and
+adds layers (returning False when the blob does not suit it)."""
 import numpy as np
 
 from .writer import BIAS_FILLER, filler, layer, randn
 
+FLAT = "reshape_param { shape { dim: 0 dim: -1 } }"
 
-def g_net(rng):
-    """A net of 3-8 random layers over x (and a label): convolutions, pooling, inner products,
-    neurons in place or not, fan-out, explicit splits, aliases (Reshape, Flatten, Split) rewritten
-    in place, shared and frozen parameters, loss weights anywhere, then the losses."""
-    n = 2
-    c, h, w = rng.randint(1, 4), rng.randint(3, 7), rng.randint(3, 7)
-    K = rng.randint(2, 5)
-    blobs = {"x": (n, c, h, w)}      # name -> shape
-    lt = ""
-    k = [0]
-    phase = "TRAIN" if rng.rand() < 0.7 else "TEST"
-    ip_shared = {}                    # in-dim -> (param name, num_output)
 
-    def new(prefix):
-        k[0] += 1
-        return "%s%d" % (prefix, k[0])
+class NetBuilder:
+    """The growing net: its text, each blob's shape, fresh names, shared parameter names."""
 
-    def pick(cond=lambda s: True):
-        cands = [b for b, s in blobs.items() if cond(s)]
-        return cands[rng.randint(len(cands))] if cands else None
+    def __init__(self, rng, phase):
+        self.rng, self.phase = rng, phase
+        c, h, w = rng.randint(1, 4), rng.randint(3, 7), rng.randint(3, 7)
+        self.blobs = {"x": (2, c, h, w)}
+        self.text, self.count, self.shared_ip = "", 0, {}
 
-    def lw():
-        return "loss_weight: %.2f" % rng.uniform(0.2, 2) if rng.rand() < 0.15 else ""
+    def new(self, prefix):
+        self.count += 1
+        return "%s%d" % (prefix, self.count)
 
-    def pspecs(nparams):
+    def pick(self, cond=lambda shape: True):
+        found = [b for b, s in self.blobs.items() if cond(s)]
+        return found[self.rng.randint(len(found))] if found else None
+
+    def add(self, *args, **kw):
+        self.text += layer(*args, **kw)
+
+    def choice(self, options):
+        return options[self.rng.randint(len(options))]
+
+    def loss_weight(self):
+        return "loss_weight: %.2f" % self.rng.uniform(0.2, 2) if self.rng.rand() < 0.15 else ""
+
+    def param_specs(self, count):
+        """Up to ``count`` param blocks: frozen (lr_mult 0) or lr 2 without decay."""
         out = []
-        for _ in range(nparams):
-            r = rng.rand()
-            if r < 0.15:
-                out.append("param { lr_mult: 0 }")
-            elif r < 0.3:
-                out.append("param { lr_mult: 2 decay_mult: 0 }")
-            else:
+        for _ in range(count):
+            r = self.rng.rand()
+            if r >= 0.3:
                 break
+            out.append("param { lr_mult: 0 }" if r < 0.15 else
+                       "param { lr_mult: 2 decay_mult: 0 }")
         return " ".join(out)
 
-    for _ in range(rng.randint(3, 9)):
-        op = rng.randint(23)
-        b = pick(lambda s: len(s) == 4) if op in (0, 1, 2, 6, 7) else pick()
-        if b is None:
-            continue
-        s = blobs[b]
-        if len(s) < 2 and op not in (3, 4, 5, 8, 9, 17):
-            continue
-        inplace = rng.rand() < 0.4 and b != "x"
-        name = new("L")
-        if op == 0:   # conv "same"
-            kk = [1, 3][rng.randint(2)]
-            o = rng.randint(1, 4)
-            top = new("conv")
-            lt += layer(name, "Convolution", [b], [top],
-                        "convolution_param { num_output: %d kernel_size: %d pad: %d %s %s }"
-                        % (o, kk, kk // 2, filler(rng), BIAS_FILLER), pspecs(2) + " " + lw())
-            blobs[top] = (s[0], o, s[2], s[3])
-        elif op == 1:  # pool
-            top = new("pool")
-            lt += layer(name, "Pooling", [b], [top], "pooling_param { pool: %s kernel_size: 2 "
-                        "stride: 2 }" % ["MAX", "AVE"][rng.randint(2)], lw())
-            blobs[top] = (s[0], s[1], -(-(s[2] - 2) // 2) + 1 if s[2] >= 2 else 1,
-                          -(-(s[3] - 2) // 2) + 1 if s[3] >= 2 else 1)
-            if s[2] < 2 or s[3] < 2:
-                lt = lt[:lt.rfind("layer {")]
-                del blobs[top]
-        elif op == 2 and phase == "TRAIN":   # batchnorm (+scale) in place
-            top = b if inplace else new("bn")
-            lt += layer(name, "BatchNorm", [b], [top])
-            lt += layer(new("L"), "Scale", [top], [top], "scale_param { bias_term: true }")
-            blobs[top] = s
-        elif op == 3:  # ip
-            din = int(np.prod(s[1:]))
-            top = new("ip")
-            if din in ip_shared and rng.rand() < 0.6:
-                pname, o = ip_shared[din]
-                spec = 'param { name: "%s_w" } param { name: "%s_b" }' % (pname, pname)
-            else:
-                o = rng.randint(1, 5)
-                pname = new("sh")
-                ip_shared[din] = (pname, o)
-                spec = 'param { name: "%s_w" } param { name: "%s_b" }' % (pname, pname) \
-                    if rng.rand() < 0.5 else pspecs(2)
-            lt += layer(name, "InnerProduct", [b], [top],
-                        "inner_product_param { num_output: %d %s %s }"
-                        % (o, filler(rng), BIAS_FILLER),
-                        spec + " " + lw())
-            blobs[top] = (s[0], o)
-        elif op in (4, 5):  # neuron
-            typ = ["ReLU", "Sigmoid", "TanH", "ELU", "AbsVal", "Power"][rng.randint(6)]
-            if typ == "AbsVal":
-                inplace = False
-            top = b if inplace else new("n")
-            extra = lw() if not inplace else ""
-            lt += layer(name, typ, [b], [top], "", extra)
-            blobs[top] = s
-        elif op == 6:  # concat on channels
-            b2 = pick(lambda t: len(t) == 4 and t[2:] == s[2:])
-            top = new("cat")
-            lt += layer(name, "Concat", [b, b2], [top])
-            blobs[top] = (s[0], s[1] + blobs[b2][1], s[2], s[3])
-        elif op == 7:  # dropout in place in TEST, or prelu
-            if phase == "TEST":
-                top = b if inplace else new("d")
-                lt += layer(name, "Dropout", [b], [top])
-            else:
-                top = new("pr")
-                lt += layer(name, "PReLU", [b], [top], "", pspecs(1))
-            blobs[top] = s
-        elif op == 8:  # eltwise of two same-shaped
-            b2 = pick(lambda t: t == s)
-            top = new("el")
-            opn = ["SUM", "PROD", "MAX"][rng.randint(3)]
-            pd = ""
-            if rng.rand() < 0.2:
-                pd = "propagate_down: %s propagate_down: %s" % tuple(
-                    ["true", "false"][rng.randint(2)] for _ in range(2))
-            lt += layer(name, "Eltwise", [b, b2], [top], "eltwise_param { operation: %s }" % opn,
-                        pd)
-            blobs[top] = s
-        elif op == 9:  # explicit split
-            t1, t2 = new("sp"), new("sp")
-            lt += layer(name, "Split", [b], [t1, t2])
-            blobs[t1] = blobs[t2] = s
-        elif op == 10:  # flatten / reshape
-            top = new("fl")
-            lt += layer(name, "Flatten", [b], [top])
-            blobs[top] = (s[0], int(np.prod(s[1:])))
-        elif op == 11:  # reshape (keep count)
-            top = new("rs")
-            lt += layer(name, "Reshape", [b], [top], "reshape_param { shape { dim: 0 dim: -1 } }")
-            blobs[top] = (s[0], int(np.prod(s[1:])))
-        elif op == 12:  # slice on axis 1 (maybe a single top)
-            if s[1] >= 2 and rng.rand() < 0.7:
-                t1, t2 = new("sl"), new("sl")
-                lt += layer(name, "Slice", [b], [t1, t2], "slice_param { axis: 1 slice_point: 1 }")
-                blobs[t1] = (s[0], 1) + tuple(s[2:])
-                blobs[t2] = (s[0], s[1] - 1) + tuple(s[2:])
-            else:
-                t1 = new("sl")
-                lt += layer(name, "Slice", [b], [t1], "slice_param { axis: 1 }")
-                blobs[t1] = s
-        elif op == 13:  # single-bottom concat
-            top = new("c1")
-            lt += layer(name, "Concat", [b], [top])
-            blobs[top] = s
-        elif op == 14:  # scale/bias by another blob (2 bottoms) or learned, maybe in place
-            typ = ["Scale", "Bias"][rng.randint(2)]
-            key = "scale_param" if typ == "Scale" else "bias_param"
-            top = b if inplace else new("sc")
-            lt += layer(name, typ, [b], [top], "%s { axis: 1 num_axes: 1 filler { type: "
-                        "\"uniform\" min: -1 max: 1 } }" % key, pspecs(1) + " " + lw())
-            blobs[top] = s
-        elif op == 15:  # softmax / mvn / lrn
-            typ = ["Softmax", "MVN", "LRN"][rng.randint(3)] if len(s) == 4 else "Softmax"
-            top = new("nm")
-            lt += layer(name, typ, [b], [top], "", lw())
-            blobs[top] = s
-        elif op == 16:  # reduction to (N,)
-            top = new("red")
-            lt += layer(name, "Reduction", [b], [top], "reduction_param { operation: %s axis: 1 }"
-                        % ["SUM", "ASUM", "SUMSQ", "MEAN"][rng.randint(4)], lw())
-            blobs[top] = (s[0],)
-        elif op == 17:  # silence something
-            lt += layer(name, "Silence", [b], [])
-        elif op == 18:  # tile on axis 1
-            top = new("ti")
-            lt += layer(name, "Tile", [b], [top], "tile_param { axis: 1 tiles: 2 }")
-            blobs[top] = (s[0], 2 * s[1]) + tuple(s[2:])
-        elif op == 19:  # deconv / lr_mult 0 conv
-            if len(s) != 4:
-                continue
-            top = new("dc")
-            o = rng.randint(1, 3)
-            lt += layer(name, "Deconvolution", [b], [top],
-                        "convolution_param { num_output: %d kernel_size: 2 stride: 1 %s }"
-                        % (o, filler(rng)), pspecs(2))
-            blobs[top] = (s[0], o, s[2] + 1, s[3] + 1)
-        elif op >= 20:  # alias a blob and rewrite the alias in place
-            kind = ["Reshape", "Flatten", "Split"][rng.randint(3)]
-            al = new("al")
-            if kind == "Reshape":
-                lt += layer(name, "Reshape", [b], [al],
-                            "reshape_param { shape { dim: 0 dim: -1 } }")
-                blobs[al] = (s[0], int(np.prod(s[1:])))
-            elif kind == "Flatten":
-                lt += layer(name, "Flatten", [b], [al])
-                blobs[al] = (s[0], int(np.prod(s[1:])))
-            else:
-                al2 = new("al")
-                lt += layer(name, "Split", [b], [al, al2])
-                blobs[al] = blobs[al2] = s
-            typ = ["ReLU", "Sigmoid", "TanH", "Power", "Scale", "Dropout"][rng.randint(6)]
-            if typ == "Dropout" and phase == "TRAIN":
-                typ = "ELU"
-            pp = "scale_param { axis: 1 num_axes: 0 filler { type: \"constant\" value: 0.5 } }" \
-                if typ == "Scale" else ""
-            lt += layer(new("L"), typ, [al], [al], pp)
-    # losses
-    feat = pick(lambda s: True)
-    lt += layer("cls", "InnerProduct", [feat], ["score"],
-                "inner_product_param { num_output: %d %s %s }" % (K, filler(rng), BIAS_FILLER))
-    lt += layer("loss", "SoftmaxWithLoss", ["score", "label"], ["loss"],
-                "", "loss_weight: %.2f" % rng.uniform(0.5, 2) if rng.rand() < 0.3 else "")
-    if rng.rand() < 0.5:
-        a = pick(lambda s: True)
-        lt += layer("aux", "InnerProduct", [a], ["aux"],
-                    "inner_product_param { num_output: 3 %s %s }" % (filler(rng), BIAS_FILLER))
-        lt += layer("l2", "EuclideanLoss", ["aux", "target"], ["l2"], "",
-                    "loss_weight: %.2f" % rng.uniform(0, 1))
-        target = randn(rng, n, 3)
+
+# ---- operations: (net, blob, its shape, in place?) -> False when the blob does not suit ----
+def op_conv(net, b, s, inplace):
+    if len(s) != 4:
+        return False
+    k, o, top = net.choice([1, 3]), net.rng.randint(1, 4), net.new("conv")
+    net.add(net.new("L"), "Convolution", [b], [top],
+            "convolution_param { num_output: %d kernel_size: %d pad: %d %s %s }"
+            % (o, k, k // 2, filler(net.rng), BIAS_FILLER),
+            net.param_specs(2) + " " + net.loss_weight())
+    net.blobs[top] = (s[0], o, s[2], s[3])
+
+
+def op_deconv(net, b, s, inplace):
+    if len(s) != 4:
+        return False
+    o, top = net.rng.randint(1, 3), net.new("dc")
+    net.add(net.new("L"), "Deconvolution", [b], [top],
+            "convolution_param { num_output: %d kernel_size: 2 stride: 1 %s }"
+            % (o, filler(net.rng)), net.param_specs(2))
+    net.blobs[top] = (s[0], o, s[2] + 1, s[3] + 1)
+
+
+def op_pool(net, b, s, inplace):
+    if len(s) != 4 or s[2] < 2 or s[3] < 2:
+        return False
+    top = net.new("pool")
+    net.add(net.new("L"), "Pooling", [b], [top], "pooling_param { pool: %s kernel_size: 2 "
+            "stride: 2 }" % net.choice(["MAX", "AVE"]), net.loss_weight())
+    net.blobs[top] = (s[0], s[1], -(-(s[2] - 2) // 2) + 1, -(-(s[3] - 2) // 2) + 1)
+
+
+def op_batchnorm(net, b, s, inplace):
+    """BatchNorm and Scale, in place or not (TRAIN: the statistics of this batch)."""
+    if len(s) != 4 or net.phase != "TRAIN":
+        return False
+    top = b if inplace else net.new("bn")
+    net.add(net.new("L"), "BatchNorm", [b], [top])
+    net.add(net.new("L"), "Scale", [top], [top], "scale_param { bias_term: true }")
+    net.blobs[top] = s
+
+
+def op_inner_product(net, b, s, inplace):
+    """An inner product, sharing its parameters by name with an earlier one of the same input
+    size, or naming its own, or frozen."""
+    din, top = int(np.prod(s[1:])), net.new("ip")
+    if din in net.shared_ip and net.rng.rand() < 0.6:
+        pname, o = net.shared_ip[din]
+        spec = 'param { name: "%s_w" } param { name: "%s_b" }' % (pname, pname)
     else:
-        target = None
-    if phase == "TEST" or rng.rand() < 0.3:
-        lt += layer("acc", "Accuracy", ["score", "label"], ["acc"])
-    ins = {"x": randn(rng, *blobs["x"]), "label": rng.randint(0, K, (n,)).astype(np.float32)}
-    if target is not None:
-        ins["target"] = target
-    return dict(layers=lt, inputs=ins, phase=phase, force_backward=rng.rand() < 0.5,
-                rtol=1e-4, atol=1e-5)
+        o, pname = net.rng.randint(1, 5), net.new("sh")
+        net.shared_ip[din] = (pname, o)
+        spec = 'param { name: "%s_w" } param { name: "%s_b" }' % (pname, pname) \
+            if net.rng.rand() < 0.5 else net.param_specs(2)
+    net.add(net.new("L"), "InnerProduct", [b], [top], "inner_product_param { num_output: %d "
+            "%s %s }" % (o, filler(net.rng), BIAS_FILLER), spec + " " + net.loss_weight())
+    net.blobs[top] = (s[0], o)
+
+
+def op_neuron(net, b, s, inplace):
+    typ = net.choice(["ReLU", "Sigmoid", "TanH", "ELU", "AbsVal", "Power"])
+    inplace = inplace and typ != "AbsVal"
+    top = b if inplace else net.new("n")
+    net.add(net.new("L"), typ, [b], [top], "", "" if inplace else net.loss_weight())
+    net.blobs[top] = s
+
+
+def op_concat(net, b, s, inplace):
+    """On channels with another blob of the same spatial shape (maybe itself), or of one."""
+    if len(s) != 4 or net.rng.rand() < 0.3:
+        top = net.new("c1")
+        net.add(net.new("L"), "Concat", [b], [top])
+        net.blobs[top] = s
+        return
+    b2 = net.pick(lambda t: len(t) == 4 and t[2:] == s[2:])
+    top = net.new("cat")
+    net.add(net.new("L"), "Concat", [b, b2], [top])
+    net.blobs[top] = (s[0], s[1] + net.blobs[b2][1], s[2], s[3])
+
+
+def op_dropout_or_prelu(net, b, s, inplace):
+    """Dropout (TEST only: TRAIN masks come from Caffe's generator) or PReLU."""
+    if net.phase == "TEST":
+        top = b if inplace else net.new("d")
+        net.add(net.new("L"), "Dropout", [b], [top])
+    else:
+        top = net.new("pr")
+        net.add(net.new("L"), "PReLU", [b], [top], "", net.param_specs(1))
+    net.blobs[top] = s
+
+
+def op_eltwise(net, b, s, inplace):
+    b2, top = net.pick(lambda t: t == s), net.new("el")
+    pd = ""
+    if net.rng.rand() < 0.2:
+        pd = "propagate_down: %s propagate_down: %s" % (net.choice(["true", "false"]),
+                                                         net.choice(["true", "false"]))
+    net.add(net.new("L"), "Eltwise", [b, b2], [top], "eltwise_param { operation: %s }"
+            % net.choice(["SUM", "PROD", "MAX"]), pd)
+    net.blobs[top] = s
+
+
+def op_split(net, b, s, inplace):
+    t1, t2 = net.new("sp"), net.new("sp")
+    net.add(net.new("L"), "Split", [b], [t1, t2])
+    net.blobs[t1] = net.blobs[t2] = s
+
+
+def op_flatten(net, b, s, inplace):
+    if len(s) < 2:
+        return False
+    top = net.new("fl")
+    if net.rng.rand() < 0.5:
+        net.add(net.new("L"), "Flatten", [b], [top])
+    else:
+        net.add(net.new("L"), "Reshape", [b], [top], FLAT)
+    net.blobs[top] = (s[0], int(np.prod(s[1:])))
+
+
+def op_slice(net, b, s, inplace):
+    """On axis 1 into two, or a Slice of one top (which shares the bottom)."""
+    if len(s) < 2:
+        return False
+    if s[1] >= 2 and net.rng.rand() < 0.7:
+        t1, t2 = net.new("sl"), net.new("sl")
+        net.add(net.new("L"), "Slice", [b], [t1, t2], "slice_param { axis: 1 slice_point: 1 }")
+        net.blobs[t1] = (s[0], 1) + tuple(s[2:])
+        net.blobs[t2] = (s[0], s[1] - 1) + tuple(s[2:])
+    else:
+        t1 = net.new("sl")
+        net.add(net.new("L"), "Slice", [b], [t1], "slice_param { axis: 1 }")
+        net.blobs[t1] = s
+
+
+def op_scale_or_bias(net, b, s, inplace):
+    if len(s) < 2:
+        return False
+    typ = net.choice(["Scale", "Bias"])
+    top = b if inplace else net.new("sc")
+    net.add(net.new("L"), typ, [b], [top], '%s_param { axis: 1 num_axes: 1 filler { type: '
+            '"uniform" min: -1 max: 1 } }' % typ.lower(),
+            net.param_specs(1) + " " + net.loss_weight())
+    net.blobs[top] = s
+
+
+def op_normalize(net, b, s, inplace):
+    if len(s) < 2:
+        return False
+    typ = net.choice(["Softmax", "MVN", "LRN"]) if len(s) == 4 else "Softmax"
+    top = net.new("nm")
+    net.add(net.new("L"), typ, [b], [top], "", net.loss_weight())
+    net.blobs[top] = s
+
+
+def op_reduction(net, b, s, inplace):
+    if len(s) < 2:
+        return False
+    top = net.new("red")
+    net.add(net.new("L"), "Reduction", [b], [top], "reduction_param { operation: %s axis: 1 }"
+            % net.choice(["SUM", "ASUM", "SUMSQ", "MEAN"]), net.loss_weight())
+    net.blobs[top] = (s[0],)
+
+
+def op_silence(net, b, s, inplace):
+    net.add(net.new("L"), "Silence", [b], [])
+
+
+def op_tile(net, b, s, inplace):
+    if len(s) < 2:
+        return False
+    top = net.new("ti")
+    net.add(net.new("L"), "Tile", [b], [top], "tile_param { axis: 1 tiles: 2 }")
+    net.blobs[top] = (s[0], 2 * s[1]) + tuple(s[2:])
+
+
+def op_alias_rewrite(net, b, s, inplace):
+    """An alias of the blob (Reshape, Flatten or a Split top) rewritten by an in-place layer:
+    the layers that read the blob before see it change under them, as in Caffe."""
+    if len(s) < 2:
+        return False
+    kind, al = net.choice(["Reshape", "Flatten", "Split"]), net.new("al")
+    if kind == "Split":
+        al2 = net.new("al")
+        net.add(net.new("L"), "Split", [b], [al, al2])
+        net.blobs[al] = net.blobs[al2] = s
+    else:
+        net.add(net.new("L"), kind, [b], [al], FLAT if kind == "Reshape" else "")
+        net.blobs[al] = (s[0], int(np.prod(s[1:])))
+    typ = net.choice(["ReLU", "Sigmoid", "TanH", "Power", "Scale", "Dropout"])
+    if typ == "Dropout" and net.phase == "TRAIN":
+        typ = "ELU"
+    net.add(net.new("L"), typ, [al], [al], 'scale_param { axis: 1 num_axes: 0 filler { type: '
+            '"constant" value: 0.5 } }' if typ == "Scale" else "")
+
+
+# weights: how often each operation is drawn
+OPS = [op_conv, op_pool, op_batchnorm, op_inner_product, op_neuron, op_neuron, op_concat,
+       op_dropout_or_prelu, op_eltwise, op_split, op_flatten, op_slice, op_scale_or_bias,
+       op_normalize, op_reduction, op_silence, op_tile, op_deconv, op_alias_rewrite,
+       op_alias_rewrite, op_alias_rewrite]
+
+
+def g_net(rng):
+    """3-8 random operations over x, then a softmax loss on an inner product (maybe weighted),
+    maybe a weighted Euclidean loss on another blob and an accuracy."""
+    phase = "TRAIN" if rng.rand() < 0.7 else "TEST"
+    net = NetBuilder(rng, phase)
+    for _ in range(rng.randint(3, 9)):
+        b = net.pick()
+        OPS[rng.randint(len(OPS))](net, b, net.blobs[b], rng.rand() < 0.4 and b != "x")
+    classes = rng.randint(2, 5)
+    net.add("cls", "InnerProduct", [net.pick()], ["score"], "inner_product_param { "
+            "num_output: %d %s %s }" % (classes, filler(rng), BIAS_FILLER))
+    net.add("loss", "SoftmaxWithLoss", ["score", "label"], ["loss"], "",
+            "loss_weight: %.2f" % rng.uniform(0.5, 2) if rng.rand() < 0.3 else "")
+    inputs = {"x": randn(rng, *net.blobs["x"]),
+              "label": rng.randint(0, classes, (2,)).astype(np.float32)}
+    if rng.rand() < 0.5:
+        net.add("aux", "InnerProduct", [net.pick()], ["aux"], "inner_product_param { "
+                "num_output: 3 %s %s }" % (filler(rng), BIAS_FILLER))
+        net.add("l2", "EuclideanLoss", ["aux", "target"], ["l2"], "",
+                "loss_weight: %.2f" % rng.uniform(0, 1))
+        inputs["target"] = randn(rng, 2, 3)
+    force_backward = rng.rand() < 0.5
+    if not force_backward and (phase == "TEST" or rng.rand() < 0.3):
+        net.add("acc", "Accuracy", ["score", "label"], ["acc"])   # no backward in Caffe
+    return dict(layers=net.text, inputs=inputs, phase=phase, force_backward=force_backward)
