@@ -250,12 +250,7 @@ class Net:
         """The first layer named ``name``, or None: Caffe's linear searches (copying weights,
         sharing layers, pycaffe's start/end) find the first of duplicate names, where its
         name map (layer_names_index, layer_by_name, HDF5 weights) holds the last."""
-        first = self.__dict__.get("_first_layer")
-        if first is None:
-            first = self._first_layer = {}
-            for i, rec in enumerate(self.records):
-                first.setdefault(rec.name, i)
-        return first.get(name)
+        return self.first_layer_names_index.get(name)
 
     def layer_by_name(self, name):
         if name not in self.layer_names_index:

@@ -56,7 +56,8 @@ class Learnable:
 
 # what a built graph hands its Net
 GRAPH_FIELDS = ("param", "name", "records", "blob_records", "param_records", "learnables",
-                "input_ids", "output_ids", "blob_names_index", "layer_names_index")
+                "input_ids", "output_ids", "blob_names_index", "layer_names_index",
+                "first_layer_names_index")
 
 
 class GraphBuilder:
@@ -89,6 +90,9 @@ class GraphBuilder:
             self._info("net.output", "This network produces output " + name)
             self.output_ids.append(self.blob_names_index[name])
         self.layer_names_index = {r.name: i for i, r in enumerate(self.records)}
+        self.first_layer_names_index = {}   # of duplicate names, the first (Caffe's searches)
+        for i, rec in enumerate(self.records):
+            self.first_layer_names_index.setdefault(rec.name, i)
         self._share_weights()
         self._info("net.done", "Network initialization done.")
         return self

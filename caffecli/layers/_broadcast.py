@@ -2,6 +2,12 @@
 factor's axes."""
 
 
+def has_learned_factor(layer, bottom):
+    """Scale's and Bias's has_given_blobs: a second bottom is the factor, so only a layer with
+    one bottom finds its learned blob given."""
+    return len(bottom) == 1 and bool(layer.blobs)
+
+
 def factor_shape(layer, bottom, axis, num_axes, what):
     """The shape of a learned scale/bias blob: bottom[0]'s axes from ``axis``, ``num_axes`` long."""
     b = bottom[0]

@@ -5,7 +5,7 @@ from ..fillers import fill
 from ..kernels.channel_sums import channel_sums
 from ..layer import Layer
 from ..registry import register_layer
-from ._broadcast import broadcast_dims, factor_shape
+from ._broadcast import broadcast_dims, factor_shape, has_learned_factor
 
 
 @register_layer("Bias")
@@ -13,9 +13,7 @@ class BiasLayer(Layer):
     """top = bottom[0] + bias (learned, or bottom[1]), broadcast."""
 
     skip_init_line = "bias.skipping_init"
-
-    def has_given_blobs(self, bottom):
-        return len(bottom) == 1 and bool(self.blobs)   # a second bottom is the factor
+    has_given_blobs = has_learned_factor   # a second bottom is the factor
 
     min_bottom_blobs = 1
     max_bottom_blobs = 2

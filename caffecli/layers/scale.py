@@ -12,7 +12,7 @@ from ..kernels.threads import for_parts
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import create_layer, register_layer
-from ._broadcast import broadcast_dims, factor_shape
+from ._broadcast import broadcast_dims, factor_shape, has_learned_factor
 
 
 @register_layer("Scale")
@@ -20,9 +20,7 @@ class ScaleLayer(Layer):
     """top = bottom[0] * scale (learned, default 1, or bottom[1]), plus an optional bias."""
 
     skip_init_line = "scale.skipping_init"
-
-    def has_given_blobs(self, bottom):
-        return len(bottom) == 1 and bool(self.blobs)   # a second bottom is the factor
+    has_given_blobs = has_learned_factor   # a second bottom is the factor
 
     min_bottom_blobs = 1
     max_bottom_blobs = 2
