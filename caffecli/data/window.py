@@ -23,8 +23,8 @@ def c_round(x):
 def read_window_file(path, root_folder, fg_threshold, bg_threshold):
     """(images, fg_windows, bg_windows, summary): images are (path, (c, h, w)); windows are
     tuples (image_index, label, overlap, x1, y1, x2, y2); summary holds what Caffe's set-up
-    logs: the last image index, the windows kept per class (0: background) and the images
-    whose index is a multiple of 100 (index, path, size, windows)."""
+    logs beyond the windows: the last image index and the images whose index is a multiple of
+    100 (index, path, size, windows)."""
     try:
         with open(path) as f:
             tokens = f.read().split()
@@ -33,7 +33,7 @@ def read_window_file(path, root_folder, fg_threshold, bg_threshold):
     if len(tokens) < 2:
         raise CaffeError("%s: window file is empty" % path)
     images, fg, bg = [], [], []
-    summary = {"last_index": -1, "classes": {0: 0}, "hundreds": []}
+    summary = {"last_index": -1, "hundreds": []}
     i = 0
     try:
         while i + 1 < len(tokens):
@@ -58,10 +58,8 @@ def read_window_file(path, root_folder, fg_threshold, bg_threshold):
                         raise CaffeError("%s: foreground window of image %d has label %d "
                                          "(must be > 0)" % (path, image_index, label))
                     fg.append((image_index, label, overlap, x1, y1, x2, y2))
-                    summary["classes"][label] = summary["classes"].get(label, 0) + 1
                 elif overlap32 < F32(bg_threshold):
                     bg.append((image_index, 0, 0.0, x1, y1, x2, y2))
-                    summary["classes"][0] += 1
     except (ValueError, IndexError):
         raise CaffeError("%s: malformed window file near token %d" % (path, i)) from None
     return images, fg, bg, summary

@@ -1,4 +1,6 @@
 """WindowData: R-CNN style foreground/background windows, prefetched (window_data_layer.cpp)."""
+import collections
+
 from .. import glog
 from ..data.window import WindowSource
 from ..registry import register_layer
@@ -28,9 +30,10 @@ class WindowDataLayer(PrefetchingDataLayer):
             glog.info("window_data.num", "num: %d %s %d %d %d windows to process: %d"
                       % (index, path, c, h, w, num))
         glog.info("window_data.images", "Number of images: %d" % (summary["last_index"] + 1))
-        for label in sorted(summary["classes"]):
-            glog.info("window_data.class", "class %d has %d samples"
-                      % (label, summary["classes"][label]))
+        samples = collections.Counter(window[1] for window in source.fg)
+        samples[0] = len(source.bg)     # Caffe's histogram starts with class 0 (background)
+        for label in sorted(samples):
+            glog.info("window_data.class", "class %d has %d samples" % (label, samples[label]))
         glog.info("window_data.context_pad", "Amount of context padding: %d" % p.context_pad)
         glog.info("window_data.crop_mode", "Crop mode: " + p.crop_mode)
         return source
