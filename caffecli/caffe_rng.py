@@ -1,0 +1,327 @@
+"""Caffe's random numbers, value for value: the boost::mt19937 behind each Caffe::RNG, and
+boost 1.74's distributions as math_functions.cpp draws through it (uniform_real, normal and
+its exponential tail by ziggurat, bernoulli, uniform_int for caffe::shuffle).
+
+numpy's MT19937, seeded as boost seeds it (init_genrand), gives the same 32-bit words; the
+distributions below turn words into values with boost's arithmetic in the value's own
+precision, so a seeded run fills, drops out and crops as a seeded Caffe run does (CPU mode:
+Caffe's GPU mode draws from cuRAND instead). A stream holds no words ahead: a draw whose
+word count depends on the words (the normal's rejections) reads them ahead, then skips
+exactly the ones it used, so a stream's state is always mt19937's.
+"""
+import numpy
+
+from .kernels import jit
+from .util import ziggurat
+
+_NORMAL_X, _NORMAL_Y = numpy.array(ziggurat.NORMAL_X), numpy.array(ziggurat.NORMAL_Y)
+_EXP_X, _EXP_Y = numpy.array(ziggurat.EXPONENTIAL_X), numpy.array(ziggurat.EXPONENTIAL_Y)
+_MT_SIZE = 624
+_CHUNK = 1 << 20  # values drawn per pass: the words of a pass stay in cache
+
+
+def _init_genrand(seed):
+    """mt19937's key for a 32-bit seed (boost's and std's seed(value))."""
+    key = [seed & 0xFFFFFFFF]
+    for i in range(1, _MT_SIZE):
+        prev = key[-1]
+        key.append((1812433253 * (prev ^ (prev >> 30)) + i) & 0xFFFFFFFF)
+    return numpy.array(key, dtype=numpy.uint32)
+
+
+class Stream:
+    """One Caffe::RNG: mt19937 seeded with a 32-bit seed."""
+
+    def __init__(self, seed):
+        self.bits = numpy.random.MT19937()
+        self.bits.state = {"bit_generator": "MT19937",
+                           "state": {"key": _init_genrand(int(seed)), "pos": _MT_SIZE}}
+
+    @classmethod
+    def unseeded(cls):
+        """A stream seeded from the system's entropy (Caffe's cluster_seedgen)."""
+        return cls(int(numpy.random.SeedSequence().generate_state(1)[0]))
+
+    @property
+    def state(self):
+        return self.bits.state
+
+    @state.setter
+    def state(self, value):
+        self.bits.state = value
+
+    def words(self, n):
+        """The next ``n`` words (uint32), consumed."""
+        return self.bits.random_raw(int(n)).astype(numpy.uint32)
+
+    def peek(self, n):
+        """The next ``n`` words, left in the stream."""
+        state = self.bits.state
+        try:
+            return self.words(n)
+        finally:
+            self.bits.state = state
+
+    def skip(self, n):
+        while n > 0:
+            k = min(n, _CHUNK)
+            self.bits.random_raw(k)
+            n -= k
+
+    def rand(self):
+        """caffe_rng_rand(): one word."""
+        return int(self.bits.random_raw())
+
+    def child(self):
+        """``new Caffe::RNG(caffe_rng_rand())``: a stream seeded by this one's next word."""
+        return Stream(self.rand())
+
+    def uniform(self, n, a, b, dtype=numpy.float32):
+        """caffe_rng_uniform: n values in [a, b] (boost's uniform_real on [a, nextafter(b))):
+        word / 2^32 * (max - min) + min in the value's precision, a value that rounds to the
+        top refused (its word skipped)."""
+        t = numpy.dtype(dtype).type
+        low, top = t(a), numpy.nextafter(t(b), numpy.finfo(t).max)
+        span = t(top - low)
+        out = numpy.empty(int(n), t)
+        filled = 0
+        while filled < len(out):     # a refused word is skipped: the words read are the used
+            need = min(len(out) - filled, _CHUNK)
+            values = self.words(need).astype(t) * t(2.0 ** -32) * span + low
+            if (values >= top).any():
+                values = values[values < top]
+            out[filled:filled + len(values)] = values
+            filled += len(values)
+        return out
+
+    def bernoulli(self, n, p, dtype=numpy.float32):
+        """caffe_rng_bernoulli with a probability of type ``dtype``: word <= p * (2^32 - 1) in
+        that precision; p == 0 draws nothing."""
+        t = numpy.dtype(dtype).type
+        p = t(p)
+        out = numpy.zeros(int(n), bool)
+        if p != 0:
+            for k in range(0, len(out), _CHUNK):
+                part = out[k:k + _CHUNK]
+                part[...] = self.words(len(part)).astype(t) <= p * t(4294967295.0)
+        return out
+
+    def gaussian(self, n, mean, sigma, dtype=numpy.float32):
+        """caffe_rng_gaussian: n values of boost's normal_distribution(mean, sigma)."""
+        t = numpy.dtype(dtype).type
+        out = numpy.empty(int(n), t)
+        per_draw = 2 if out.itemsize == 8 else 1
+        unit_normals = jit.kernel(_unit_normals) if jit.usable(out) else _reference_normals
+        filled, spare = 0, 64
+        while filled < len(out):
+            words = self.peek(min(len(out) - filled, _CHUNK) * per_draw + spare)
+            part = out[filled:filled + _CHUNK]
+            used, got = unit_normals(words, part, _NORMAL_X, _NORMAL_Y, _EXP_X, _EXP_Y)
+            self.skip(used)
+            part = part[:got]
+            part *= t(sigma)      # boost: unit * sigma + mean, each rounded
+            part += t(mean)
+            filled += got
+            spare = spare * 2 if got == 0 else 64   # the words ran out inside one draw
+        return out
+
+    def uniform_int(self, low, high):
+        """boost's uniform_int(low, high) for a span below 2^32 (caffe::shuffle's draws)."""
+        span = high - low
+        if span == 0:
+            return low
+        bucket = 0xFFFFFFFF // (span + 1)
+        if 0xFFFFFFFF % (span + 1) == span:
+            bucket += 1
+        while True:
+            value = self.rand() // bucket
+            if value <= span:
+                return low + value
+
+    def shuffle(self, items):
+        """caffe::shuffle: Fisher-Yates from the back, in place."""
+        for i in range(len(items) - 1, 0, -1):
+            j = self.uniform_int(0, i)
+            items[i], items[j] = items[j], items[i]
+        return items
+
+
+class CRand:
+    """C's rand() as glibc makes it (additive feedback, r[i] = r[i-31] + r[i-3], seeded 1
+    unless srand is called): Caffe's HDF5Data shuffles with std::random_shuffle, which draws
+    from it, not from Caffe's stream. One per process, as C's is."""
+
+    def __init__(self, seed=1):
+        word = seed or 1
+        r = [word]
+        for _ in range(1, 31):
+            hi, lo = divmod(word, 127773)
+            word = 16807 * lo - 2836 * hi
+            if word < 0:
+                word += 2147483647
+            r.append(word)
+        r += r[:3]
+        self.state = r[-34:]
+        for _ in range(310):         # glibc discards the first 310 outputs
+            self.rand()
+
+    def rand(self):
+        r = self.state
+        word = (r[-31] + r[-3]) & 0xFFFFFFFF
+        r.append(word)
+        del r[0]
+        return word >> 1
+
+    def random_shuffle(self, items):
+        """libstdc++'s std::random_shuffle: element i swaps with rand() % (i + 1), from the
+        front."""
+        for i in range(1, len(items)):
+            j = self.rand() % (i + 1)
+            if i != j:
+                items[i], items[j] = items[j], items[i]
+        return items
+
+
+c_rand = CRand()
+
+
+def _unit_normals(words, out, nx, ny, ex, ey):
+    """out[k] = boost's unit normal (ziggurat, 128 layers) drawn from ``words``, for k from 0,
+    in out's precision (float32: one word per try, float64: two). Returns (words used,
+    values made): it stops at the start of a draw the words run out in."""
+    t = out.dtype.type
+    two_words = out.itemsize == 8
+    nw = words.shape[0]
+    p = 0
+    o = 0
+    while o < out.shape[0]:
+        start = p
+        short = False
+        done = False
+        value = t(0.0)
+        e = t(0.0)
+        while not done and not short:
+            if p + 2 > nw:
+                short = True
+                break
+            u = words[p]          # boost's generate_int_float_pair<RealType, 8>
+            p += 1
+            bucket = u & 255
+            r = t(u >> 8) * t(1.0 / 16777216.0)
+            if two_words:
+                r = (r + t(words[p] & 536870911)) * t(1.0 / 536870912.0)
+                p += 1
+            i = bucket >> 1
+            sign = t(1.0) if bucket & 1 else t(-1.0)
+            x = r * t(nx[i])
+            if x < nx[i + 1]:
+                value = x * sign
+                done = True
+            elif i == 0:          # the tail: exponential(r) rejection, shifted by r
+                tail = t(nx[1])
+                while not done and not short:
+                    e0 = t(0.0)
+                    e1 = t(0.0)
+                    for k in range(2):
+                        shift = t(0.0)
+                        got = False
+                        while not got:    # boost's unit exponential (ziggurat, 256 layers)
+                            if p + 2 > nw:
+                                short = True
+                                break
+                            w = words[p]
+                            p += 1
+                            j = w & 255
+                            s = t(w >> 8) * t(1.0 / 16777216.0)
+                            if two_words:
+                                s = (s + t(words[p] & 536870911)) * t(1.0 / 536870912.0)
+                                p += 1
+                            z = s * t(ex[j])
+                            if z < t(ex[j + 1]):
+                                e = shift + z
+                                got = True
+                            elif j == 0:
+                                shift += t(ex[1])
+                            else:
+                                y01 = t(2.0)
+                                while y01 >= t(1.0):   # uniform_01
+                                    if p >= nw:
+                                        short = True
+                                        break
+                                    y01 = t(words[p]) * t(1.0 / 4294967296.0)
+                                    p += 1
+                                if short:
+                                    break
+                                y = t(ey[j]) + y01 * t(ey[j + 1] - ey[j])
+                                above_upper = t(ex[j] - ex[j + 1]) * y01 - (t(ex[j]) - z)
+                                above_lower = y - (t(ey[j + 1]) + (t(ex[j + 1]) - z) * t(ey[j + 1]))
+                                if above_upper < 0 and (above_lower < 0 or y < numpy.exp(-z)):
+                                    e = z + shift
+                                    got = True
+                        if short:
+                            break
+                        if k == 0:
+                            e0 = e / tail
+                        else:
+                            e1 = e
+                    if short:
+                        break
+                    if t(2.0) * e1 > e0 * e0:
+                        value = (e0 + tail) * sign
+                        done = True
+            else:
+                y01 = t(2.0)
+                while y01 >= t(1.0):   # uniform_01
+                    if p >= nw:
+                        short = True
+                        break
+                    y01 = t(words[p]) * t(1.0 / 4294967296.0)
+                    p += 1
+                if short:
+                    break
+                xi, yi = t(nx[i]), t(ny[i])
+                y = yi + y01 * t(ny[i + 1] - ny[i])
+                along = t(nx[i] - nx[i + 1]) * y01 - (xi - x)
+                tangent = y - (yi + (xi - x) * yi * xi)
+                if nx[i] >= 1:    # convex: the tangent bounds from below, the chord from above
+                    above_upper, above_lower = along, tangent
+                else:
+                    above_lower, above_upper = along, tangent
+                if above_upper < 0 and (above_lower < 0 or y < numpy.exp(-(x * x / t(2.0)))):
+                    value = x * sign
+                    done = True
+        if short:
+            return start, o
+        out[o] = value
+        o += 1
+    return p, o
+
+
+def _reference_normals(words, out, nx, ny, ex, ey):
+    """_unit_normals without the compiler: each run of draws that the first layer test accepts
+    is made at once with numpy, the others one by one by _unit_normals itself."""
+    t = out.dtype.type
+    per_draw = 2 if out.itemsize == 8 else 1
+    nx_t = nx.astype(t)
+    p = o = 0
+    while o < len(out):
+        tries = min(len(out) - o, (len(words) - p) // per_draw - 1, 1024)
+        if tries <= 0:
+            return p, o
+        first = words[p:p + tries * per_draw:per_draw]
+        bucket = first & 255
+        r = (first >> 8).astype(t) * t(1.0 / 16777216.0)
+        if per_draw == 2:
+            r = (r + (words[p + 1:p + tries * 2:2] & 536870911).astype(t)) * t(1.0 / 536870912.0)
+        i = bucket >> 1
+        x = r * nx_t[i]
+        fast = x < nx[i + 1]
+        k = tries if fast.all() else int(numpy.argmin(fast))
+        out[o:o + k] = numpy.where(bucket[:k] & 1, x[:k], -x[:k])
+        o, p = o + k, p + k * per_draw
+        if k < tries:
+            used, got = _unit_normals(words[p:], out[o:o + 1], nx, ny, ex, ey)
+            if got == 0:
+                return p, o
+            o, p = o + 1, p + used
+    return p, o
