@@ -11,7 +11,7 @@ import threading
 
 import numpy
 
-from . import backend
+from . import backend, caffe_rng
 from .errors import CaffeError
 
 CPU, GPU = "CPU", "GPU"
@@ -19,7 +19,7 @@ CPU, GPU = "CPU", "GPU"
 _run = {"mode": CPU, "device": 0, "solver_count": 1, "multiprocess": False,
         "process_rank": 0}
 _thread = threading.local()
-_streams = {0: numpy.random.default_rng()}
+_streams = {}
 
 
 # ---- mode and device ----------------------------------------------------------------------
@@ -119,22 +119,36 @@ def data_share(train):
 
 # ---- random streams -----------------------------------------------------------------------
 def set_random_seed(seed):
-    """Seed this rank's stream (fillers, dropout masks, shuffles, crops draw from it)."""
-    _streams[solver_rank()] = numpy.random.default_rng(int(seed) & 0xFFFFFFFFFFFFFFFF)
+    """Seed this rank's stream as Caffe::set_random_seed does (an unsigned 32-bit seed):
+    fillers, dropout masks, shuffles and crops then draw Caffe's numbers."""
+    _streams[solver_rank()] = (caffe_rng.Stream(int(seed) & 0xFFFFFFFF), True)
 
 
 def rng():
-    """This rank's numpy Generator (a fresh unseeded one the first time a rank asks)."""
+    """This rank's caffe_rng.Stream (seeded from the system's entropy the first time a rank
+    asks, as Caffe's is when no seed was set)."""
     rank = solver_rank()
-    gen = _streams.get(rank)
-    if gen is None:
-        gen = _streams[rank] = numpy.random.default_rng()
-    return gen
+    entry = _streams.get(rank)
+    if entry is None:
+        entry = _streams[rank] = (caffe_rng.Stream.unseeded(), False)
+    return entry[0]
+
+
+def rng_seeded():
+    """Whether this rank's stream was seeded (its numbers are then Caffe's, in Caffe's order)."""
+    entry = _streams.get(solver_rank())
+    return entry is not None and entry[1]
+
+
+def numpy_rng():
+    """A numpy Generator seeded by one word of this rank's stream, for draws Caffe makes on
+    the device only (cuRAND) or not at all, where any good numbers do."""
+    return numpy.random.default_rng(rng().rand())
 
 
 def rng_state():
-    return rng().bit_generator.state
+    return rng().state
 
 
 def set_rng_state(state):
-    rng().bit_generator.state = state
+    rng().state = state

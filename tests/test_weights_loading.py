@@ -80,24 +80,36 @@ def test_truncated_caffemodel_is_one_error(tmp_path):
 
 
 def test_fillers_skip_what_the_weights_cover(tmp_path, monkeypatch):
+    """Unseeded, a fill runs only when its blob is read: the weights' blobs never fill."""
     path = str(tmp_path / "m.caffemodel")
     write_model(path, [("ip", [((4, 3), numpy.ones(12), None, False),
                                ((4,), numpy.zeros(4), None, False)])])
-    context.set_random_seed(11)
-    plain = params(build())
     ran = []
     for name in ("gaussian", "uniform", "xavier"):
         fn, random = fillers._FILLERS[name]
         monkeypatch.setitem(fillers._FILLERS, name,
                             (lambda p, out, rng, fn=fn, name=name: (ran.append(name),
                                                                     fn(p, out, rng)), random))
-    context.set_random_seed(11)
+    monkeypatch.setattr(context, "_streams", {})     # an unseeded stream
     loaded = build(weights=path)
     assert ran == []   # nothing read yet: no filler has run
     got = params(loaded)
     assert ran == ["xavier"]  # only ip2's weights, which the file does not hold
     assert (got["ip", 0] == 1).all() and (got["ip", 1] == 0).all()
-    # the uncovered blob has the values it has in a net built without weights
+    assert got["ip2", 0].std() > 0
+
+
+def test_seeded_fills_draw_caffes_numbers_in_caffes_order(tmp_path):
+    """Seeded, every fill draws when its layer is set up, as Caffe's do, weights or not: the
+    blob the weights leave alone has the values of a net built without them."""
+    path = str(tmp_path / "m.caffemodel")
+    write_model(path, [("ip", [((4, 3), numpy.ones(12), None, False),
+                               ((4,), numpy.zeros(4), None, False)])])
+    context.set_random_seed(11)
+    plain = params(build())
+    context.set_random_seed(11)
+    got = params(build(weights=path))
+    assert (got["ip", 0] == 1).all() and (got["ip", 1] == 0).all()
     numpy.testing.assert_array_equal(got["ip2", 0], plain["ip2", 0])
 
 

@@ -160,11 +160,11 @@ class ImageListSource(Dealt):
         self.order = numpy.arange(len(lines))
         self.pos = 0
         self.shuffle_rng = None
-        if self.shuffle:
-            self.shuffle_rng = numpy.random.default_rng(int(context.rng().integers(0, 2 ** 63)))
+        if self.shuffle:     # Caffe: a prefetch stream of its own, caffe::shuffle
+            self.shuffle_rng = context.rng().child()
             self.shuffle_rng.shuffle(self.order)
         if rand_skip:
-            skip = int(context.rng().integers(0, rand_skip))
+            skip = context.rng().rand() % int(rand_skip)
             glog.info("image_data.skipping", "Skipping first %d data points." % skip)
             if skip >= len(lines):
                 raise CaffeError("%s: not enough images (%d) to skip %d" % (what, len(lines), skip))
@@ -209,8 +209,7 @@ class ImageListSource(Dealt):
 
     def get_state(self):
         return {"pos": self.pos, "offset": self.offset, "order": self.order.copy(),
-                "shuffle_rng": None if self.shuffle_rng is None
-                else self.shuffle_rng.bit_generator.state,
+                "shuffle_rng": None if self.shuffle_rng is None else self.shuffle_rng.state,
                 "transform_rng": self.transformer.get_state()}
 
     def set_state(self, state):
@@ -222,7 +221,7 @@ class ImageListSource(Dealt):
         self.pos = int(state["pos"])
         self.offset = int(state.get("offset", self.pos))
         if state.get("shuffle_rng") is not None and self.shuffle_rng is not None:
-            self.shuffle_rng.bit_generator.state = state["shuffle_rng"]
+            self.shuffle_rng.state = state["shuffle_rng"]
         self.transformer.set_state(state.get("transform_rng"))
         self._skip_others()
 

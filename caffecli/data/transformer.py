@@ -58,19 +58,22 @@ class DataTransformer:
         return self.mirror or (self.phase == caffe_pb2.TRAIN and self.crop_size > 0)
 
     def init_rand(self):
-        """Caffe's InitRand: a private generator seeded from the global stream when needed."""
-        if self.needs_rand:
-            seed = int(context.rng().integers(0, 2 ** 63))
-            self.rng = numpy.random.default_rng(seed)
-        else:
-            self.rng = None
+        """Caffe's InitRand: a private stream seeded by a word of the rank's, when needed."""
+        self.rng = context.rng().child() if self.needs_rand else None
 
     def get_state(self):
-        return None if self.rng is None else self.rng.bit_generator.state
+        return None if self.rng is None else self.rng.state
 
     def set_state(self, state):
         if state is not None and self.rng is not None:
-            self.rng.bit_generator.state = state
+            self.rng.state = state
+
+    def _draws(self, n, crop_train):
+        """Caffe's Rand draws for n items in order: per item the mirror coin (word % 2) when
+        mirroring, then the crop's row and column words when cropping in TRAIN."""
+        per_item = int(self.mirror) + 2 * crop_train
+        words = self.rng.words(n * per_item).reshape(n, per_item) if per_item else None
+        return words
 
     # ---- shapes ---------------------------------------------------------------------------
     def infer_shape(self, chw_shape):
@@ -102,11 +105,12 @@ class DataTransformer:
         n, c, h, w = batch.shape
         self._check_mean((c, h, w))
         oc, oh, ow = self.infer_shape((c, h, w))
-        do_mirror = (self.rng.integers(0, 2, size=n).astype(bool) if self.mirror
-                     else numpy.zeros(n, dtype=bool))
-        if self.crop_size and self.phase == caffe_pb2.TRAIN:
-            h_off = self.rng.integers(0, h - oh + 1, size=n)
-            w_off = self.rng.integers(0, w - ow + 1, size=n)
+        crop_train = bool(self.crop_size) and self.phase == caffe_pb2.TRAIN
+        words = self._draws(n, crop_train)
+        do_mirror = (words[:, 0] % 2).astype(bool) if self.mirror else numpy.zeros(n, bool)
+        if crop_train:
+            h_off = (words[:, -2] % (h - oh + 1)).astype(numpy.int64)
+            w_off = (words[:, -1] % (w - ow + 1)).astype(numpy.int64)
         else:
             h_off = numpy.full(n, (h - oh) // 2)
             w_off = numpy.full(n, (w - ow) // 2)

@@ -100,13 +100,13 @@ class WindowSource:
         if self.mean_values and len(self.mean_values) not in (1, self.channels):
             raise CaffeError("%s: specify either 1 mean_value or as many as channels: %d"
                              % (what, self.channels))
-        self.rng = numpy.random.default_rng(int(context.rng().integers(0, 2 ** 63)))
+        self.rng = context.rng().child()     # Caffe's prefetch_rng_
 
     def first_shape(self):
         return (1, self.channels, self.crop_size, self.crop_size)
 
     def _rand(self):
-        return int(self.rng.integers(0, 2 ** 32))
+        return self.rng.rand()
 
     def _image(self, path):
         if path in self.cache:
@@ -183,10 +183,10 @@ class WindowSource:
         return [out, labels], self.get_state()
 
     def get_state(self):
-        return {"rng": self.rng.bit_generator.state}
+        return {"rng": self.rng.state}
 
     def set_state(self, state):
-        self.rng.bit_generator.state = state["rng"]
+        self.rng.state = state["rng"]
 
     def close(self):
         pass

@@ -30,6 +30,7 @@ def uint_threshold(probability):
     return numpy.uint32(min(int(round(probability * 2.0 ** 32)), 2 ** 32 - 1))
 
 
-def draw_key(generator):
-    """A fresh 64-bit key from a numpy Generator (one host draw per device draw)."""
-    return int(generator.integers(0, 2 ** 63))
+def draw_key(stream):
+    """A fresh 63-bit key from two words of a caffe_rng.Stream (one host draw per device
+    draw)."""
+    return ((stream.rand() << 32) | stream.rand()) & (2 ** 63 - 1)

@@ -62,6 +62,10 @@ class PrefetchingDataLayer(Layer):
             top[1].reshape((self.source.batch_size,))
         glog.info(self.log_where, "output data size: %s" % ",".join(
             str(d) for d in (list(shape) + [1] * 4)[:4]))
+        # Caffe's BasePrefetchingDataLayer seeds the transformer's stream again, then draws
+        # the prefetch thread's seed: the same words leave the rank's stream here
+        self.transformer.init_rand()
+        context.rng().rand()
         self._state = self.source.get_state()
         self.stager = _Stager(self.source.next_batch)
         self.prefetcher = Prefetcher(self.stager,

@@ -28,11 +28,15 @@ class DropoutLayer(NeuronLayer):
             if top[0] is not bottom[0]:
                 top[0].data[...] = x
             return
-        # Bernoulli(1 - ratio) keep mask, drawn where the data is (one key from the rank's
-        # stream, so seeded runs repeat and resume exactly on either side)
-        key = self.device_key if replay.capturing() else draw_key(context.rng())
-        bits = random_bits(self.xp, bottom[0].shape, key)
-        self.mask = (bits >= self.threshold).astype(numpy.dtype(bottom[0].dtype))
+        # Bernoulli(1 - ratio) keep mask. On the host Caffe's CPU mask: a word of the rank's
+        # stream per value, compared in double. On the device a counter-based draw from one key
+        # of that stream (Caffe's GPU mask comes from cuRAND: neither is the other's).
+        if self.xp is numpy:
+            keep = context.rng().bernoulli(x.size, 1.0 - self.ratio, numpy.float64)
+        else:
+            key = self.device_key if replay.capturing() else draw_key(context.rng())
+            keep = random_bits(self.xp, x.shape, key) >= self.threshold
+        self.mask = keep.reshape(x.shape).astype(numpy.dtype(bottom[0].dtype))
         top[0].data[...] = x * self.mask * self.scale
 
     def forward_gpu(self, bottom, top):

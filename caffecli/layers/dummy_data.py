@@ -45,9 +45,12 @@ class DummyDataLayer(Layer):
                 t.reshape(dims)
             else:
                 t.reshape(list(p.shape[0 if len(p.shape) == 1 else i].dim))
-        for i, t in enumerate(top):
-            fillers.fill(t, self._filler(i))
         self.refill = [fp.type != "constant" for fp in self.filler_params]
+        # Caffe fills only the constant tops here (one Forward with refill inverted): the
+        # random ones draw at each forward, and not before
+        for i, t in enumerate(top):
+            if not self.refill[i if len(self.refill) > 1 else 0]:
+                fillers.fill(t, self._filler(i))
 
     def _filler(self, i):
         return self.filler_params[i if len(self.filler_params) > 1 else 0]

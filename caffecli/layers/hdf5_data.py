@@ -9,7 +9,7 @@ import os
 
 import numpy
 
-from .. import context, glog
+from .. import caffe_rng, context, glog
 from ..errors import CaffeError
 from ..layer import Layer
 from ..proto import caffe_pb2
@@ -45,7 +45,7 @@ class HDF5DataLayer(Layer):
             raise self.error("must have at least 1 HDF5 filename listed in %s" % p.source)
         self.file_perm = numpy.arange(len(self.filenames))
         if self.shuffle:
-            context.rng().shuffle(self.file_perm)
+            caffe_rng.c_rand.random_shuffle(self.file_perm)
         self.current_file = 0
         self._load(self.current_file)
         self.current_row = 0
@@ -76,7 +76,7 @@ class HDF5DataLayer(Layer):
         else:
             self.data_perm = numpy.arange(rows)
             if self.shuffle:
-                context.rng().shuffle(self.data_perm)
+                caffe_rng.c_rand.random_shuffle(self.data_perm)
 
     def _end_of_file(self):
         """Caffe's Next() at the last row: next file (or loop), reshuffle as configured."""
@@ -85,11 +85,11 @@ class HDF5DataLayer(Layer):
             if self.current_file == len(self.filenames):
                 self.current_file = 0
                 if self.shuffle:
-                    context.rng().shuffle(self.file_perm)
+                    caffe_rng.c_rand.random_shuffle(self.file_perm)
             self._load(self.current_file)
         self.current_row = 0
         if self.shuffle:
-            context.rng().shuffle(self.data_perm)
+            caffe_rng.c_rand.random_shuffle(self.data_perm)
 
     def reshape(self, bottom, top):
         pass

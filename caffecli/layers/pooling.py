@@ -98,7 +98,8 @@ class PoolingLayer(Layer):
             self._forward_deterministic(x, top, pool)
             return
         if self.phase == caffe_pb2.TRAIN:
-            u = xp.asarray(context.rng().uniform(0, 1, size=top[0].shape).astype(x.dtype))
+            u = context.rng().uniform(top[0].count(), 0, 1, x.dtype)
+            u = xp.asarray(u.reshape(top[0].shape))
             out, self.arg = stochastic_pool_train(xp, x, self.geo, u)
         else:
             out = stochastic_pool_test(xp, x, self.geo)

@@ -12,7 +12,7 @@ import os
 
 import numpy
 
-from .. import backend, context, glog
+from .. import backend, caffe_rng, context, glog
 from ..blob import Blob, shape_string
 from ..errors import CaffeError, first_line
 from ..proto import caffe_pb2
@@ -21,7 +21,7 @@ from ..util.hdf5_class import note_dataset_class
 from ..util.lazy import h5py
 
 SIDECAR_SUFFIX = ".caffecli"
-SIDECAR_FORMAT = "caffecli-resume-1"
+SIDECAR_FORMAT = "caffecli-resume-2"  # 2: the stream is mt19937 (caffe_rng)
 
 
 # ---- writing ------------------------------------------------------------------------------
@@ -97,6 +97,7 @@ def sidecar_state(solver):
         "iter": solver.iter,
         "type": solver.type,
         "rng": context.rng_state(),
+        "c_rand": list(caffe_rng.c_rand.state),
         "train_net": layer_states(solver.net),
         "test_nets": [layer_states(n) for n in solver.test_nets],
     }
@@ -259,6 +260,12 @@ def _restore_sidecar(solver, state_file):
     if state.get("rng") is not None:
         with _field(path, "rng"):
             context.set_rng_state(state["rng"])
+    if state.get("c_rand") is not None:
+        with _field(path, "c_rand"):
+            words = [int(v) & 0xFFFFFFFF for v in state["c_rand"]]
+            if len(words) != len(caffe_rng.c_rand.state):
+                raise ValueError("%d words, not %d" % (len(words), len(caffe_rng.c_rand.state)))
+            caffe_rng.c_rand.state = words
     nets = [("train_net", solver.net, state.get("train_net", {}))]
     with _field(path, "test_nets"):
         tests = list(state.get("test_nets", []))

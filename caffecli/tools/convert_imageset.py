@@ -69,8 +69,7 @@ def run(root_folder, list_file, db_name, gray=False, shuffle=False, backend="lmd
     lines = read_image_list(list_file)
     if shuffle:
         glog.info("convert_imageset.shuffling", "Shuffling data")
-        order = context.rng().permutation(len(lines))
-        lines = [lines[i] for i in order]
+        lines = context.rng().shuffle(list(lines))    # caffe::shuffle on Caffe's stream
     glog.info("convert_imageset.images", "A total of %d images." % len(lines))
     if encode_type and not encoded:
         glog.info("convert_imageset.encode_type", "encode_type specified, assuming encoded=true.")
