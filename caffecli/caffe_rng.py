@@ -186,113 +186,87 @@ c_rand = CRand()
 
 
 def _unit_normals(words, out, nx, ny, ex, ey):
-    """out[k] = boost's unit normal (ziggurat, 128 layers) drawn from ``words``, for k from 0,
-    in out's precision (float32: one word per try, float64: two). Returns (words used,
-    values made): it stops at the start of a draw the words run out in."""
+    """out[k] = boost's unit normal drawn from ``words``, for k from 0, in out's precision
+    (float32: one word per try, float64: two). Returns (words used, values made): it stops at
+    the start of a draw the words run out in.
+
+    A try is a ziggurat step: layer and sign from the word's low byte, a point in the layer,
+    accepted inside the layer's rectangle, else tested against the curve with a uniform_01
+    draw. Stage 0 is the normal (128 layers); its base layer's overflow is the tail, drawn
+    as in boost by two exponentials (stages 1 and 2, 256 layers, whose own base layer shifts
+    the value by r and tries again) until 2 e1 > e0^2."""
     t = out.dtype.type
     two_words = out.itemsize == 8
+    refused = 4294967296 if two_words else 4294967168   # words uniform_01 rounds to 1
     nw = words.shape[0]
     p = 0
     o = 0
     while o < out.shape[0]:
         start = p
-        short = False
-        done = False
-        value = t(0.0)
-        e = t(0.0)
-        while not done and not short:
+        stage = 0
+        sign = t(1.0)
+        tail = t(nx[1])
+        shift = t(0.0)
+        e0 = t(0.0)
+        while True:
             if p + 2 > nw:
-                short = True
-                break
+                return start, o
             u = words[p]          # boost's generate_int_float_pair<RealType, 8>
             p += 1
-            bucket = u & 255
             r = t(u >> 8) * t(1.0 / 16777216.0)
             if two_words:
                 r = (r + t(words[p] & 536870911)) * t(1.0 / 536870912.0)
                 p += 1
-            i = bucket >> 1
-            sign = t(1.0) if bucket & 1 else t(-1.0)
-            x = r * t(nx[i])
-            if x < nx[i + 1]:
-                value = x * sign
-                done = True
-            elif i == 0:          # the tail: exponential(r) rejection, shifted by r
-                tail = t(nx[1])
-                while not done and not short:
-                    e0 = t(0.0)
-                    e1 = t(0.0)
-                    for k in range(2):
-                        shift = t(0.0)
-                        got = False
-                        while not got:    # boost's unit exponential (ziggurat, 256 layers)
-                            if p + 2 > nw:
-                                short = True
-                                break
-                            w = words[p]
-                            p += 1
-                            j = w & 255
-                            s = t(w >> 8) * t(1.0 / 16777216.0)
-                            if two_words:
-                                s = (s + t(words[p] & 536870911)) * t(1.0 / 536870912.0)
-                                p += 1
-                            z = s * t(ex[j])
-                            if z < t(ex[j + 1]):
-                                e = shift + z
-                                got = True
-                            elif j == 0:
-                                shift += t(ex[1])
-                            else:
-                                y01 = t(2.0)
-                                while y01 >= t(1.0):   # uniform_01
-                                    if p >= nw:
-                                        short = True
-                                        break
-                                    y01 = t(words[p]) * t(1.0 / 4294967296.0)
-                                    p += 1
-                                if short:
-                                    break
-                                y = t(ey[j]) + y01 * t(ey[j + 1] - ey[j])
-                                above_upper = t(ex[j] - ex[j + 1]) * y01 - (t(ex[j]) - z)
-                                above_lower = y - (t(ey[j + 1]) + (t(ex[j + 1]) - z) * t(ey[j + 1]))
-                                if above_upper < 0 and (above_lower < 0 or y < numpy.exp(-z)):
-                                    e = z + shift
-                                    got = True
-                        if short:
-                            break
-                        if k == 0:
-                            e0 = e / tail
-                        else:
-                            e1 = e
-                    if short:
-                        break
-                    if t(2.0) * e1 > e0 * e0:
-                        value = (e0 + tail) * sign
-                        done = True
+            if stage == 0:
+                i = (u & 255) >> 1
+                sign = t(1.0) if u & 1 else t(-1.0)
+                xi, xn, yi, yn = nx[i], nx[i + 1], ny[i], ny[i + 1]
+                x = r * t(xi)
+                inside = x < xn                        # against the double, as boost's normal
             else:
-                y01 = t(2.0)
-                while y01 >= t(1.0):   # uniform_01
-                    if p >= nw:
-                        short = True
-                        break
-                    y01 = t(words[p]) * t(1.0 / 4294967296.0)
+                i = u & 255
+                xi, xn, yi, yn = ex[i], ex[i + 1], ey[i], ey[i + 1]
+                x = r * t(xi)
+                inside = x < t(xn)                     # against the float, as its exponential
+            if not inside:
+                if i == 0:
+                    if stage == 0:
+                        stage = 1                      # the normal's tail
+                    else:
+                        shift += t(ex[1])              # the exponential's: shifted, again
+                    continue
+                while p < nw and words[p] >= refused:  # uniform_01
                     p += 1
-                if short:
-                    break
-                xi, yi = t(nx[i]), t(ny[i])
-                y = yi + y01 * t(ny[i + 1] - ny[i])
-                along = t(nx[i] - nx[i + 1]) * y01 - (xi - x)
-                tangent = y - (yi + (xi - x) * yi * xi)
-                if nx[i] >= 1:    # convex: the tangent bounds from below, the chord from above
-                    above_upper, above_lower = along, tangent
+                if p >= nw:
+                    return start, o
+                y01 = t(words[p]) * t(1.0 / 4294967296.0)
+                p += 1
+                y = t(yi) + y01 * t(yn - yi)
+                along = t(xi - xn) * y01 - (t(xi) - x)
+                if stage == 0:
+                    tangent = y - (t(yi) + (t(xi) - x) * t(yi) * t(xi))
+                    curve = numpy.exp(-(x * x / t(2.0)))
+                    if xi >= 1:        # convex: the tangent bounds from below, the chord above
+                        upper, lower = along, tangent
+                    else:
+                        upper, lower = tangent, along
                 else:
-                    above_lower, above_upper = along, tangent
-                if above_upper < 0 and (above_lower < 0 or y < numpy.exp(-(x * x / t(2.0)))):
-                    value = x * sign
-                    done = True
-        if short:
-            return start, o
-        out[o] = value
+                    upper = along
+                    lower = y - (t(yn) + (t(xn) - x) * t(yn))
+                    curve = numpy.exp(-x)
+                if not (upper < 0 and (lower < 0 or y < curve)):
+                    continue
+            if stage == 0:
+                out[o] = x * sign
+                break
+            if stage == 1:
+                e0 = (shift + x) / tail
+                stage, shift = 2, t(0.0)
+                continue
+            if t(2.0) * (shift + x) > e0 * e0:
+                out[o] = (e0 + tail) * sign
+                break
+            stage, shift = 1, t(0.0)
         o += 1
     return p, o
 

@@ -9,8 +9,6 @@ MPI rank when the solvers are processes (``join_world``).
 import contextlib
 import threading
 
-import numpy
-
 from . import backend, caffe_rng
 from .errors import CaffeError
 
@@ -138,12 +136,6 @@ def rng_seeded():
     """Whether this rank's stream was seeded (its numbers are then Caffe's, in Caffe's order)."""
     entry = _streams.get(solver_rank())
     return entry is not None and entry[1]
-
-
-def numpy_rng():
-    """A numpy Generator seeded by one word of this rank's stream, for draws Caffe makes on
-    the device only (cuRAND) or not at all, where any good numbers do."""
-    return numpy.random.default_rng(rng().rand())
 
 
 def rng_state():
