@@ -106,7 +106,7 @@ def _check(param, shape):
                          "first), got a 0-D blob" % param.type)
     if param.type == "gaussian" and param.sparse >= 0 and len(shape) < 2:
         raise CaffeError("sparse gaussian filler needs a blob of at least 2 axes")
-    if param.type == "gaussian" and param.sparse > shape[0]:
+    if param.type == "gaussian" and param.sparse > 0 and param.sparse > shape[0]:
         raise CaffeError("sparse gaussian filler: sparse %d exceeds the %d outputs (the "
                          "probability sparse / outputs must be at most 1)"
                          % (param.sparse, shape[0]))
@@ -136,9 +136,12 @@ def fill(blob, param):
 
     if random and context.rng_seeded():
         # Caffe's numbers, drawn now: later draws (other fills, dropout, crops) follow them
-        values = numpy.empty(shape, blob.dtype)
-        write(values.reshape(-1), context.rng())
-        blob.initialize_data(lambda flat: flat.__setitem__(Ellipsis, values.reshape(-1)))
+        drawn = numpy.empty(blob.count(), blob.dtype)
+        write(drawn, context.rng())
+
+        def copy(flat):
+            flat[...] = drawn
+        blob.initialize_data(copy)
     else:
         rng = context.rng().child() if random else None
         blob.initialize_data(lambda flat: write(flat, rng))

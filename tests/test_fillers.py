@@ -40,3 +40,16 @@ def test_fan_fillers_refuse_a_blob_without_axes(kind):
     with pytest.raises(CaffeError, match="at least one axis"):
         fill(Blob(()), caffe_pb2.FillerParameter(type=kind))
     assert numpy.isfinite(fill(Blob((3,)), caffe_pb2.FillerParameter(type=kind)).data).all()
+
+
+def test_sparse_gaussian_keeps_sparse_of_each_inputs_outputs():
+    """Caffe keeps a weight with probability sparse / shape[0] (its outputs), and aborts
+    where that exceeds 1."""
+    from caffecli import context
+    context.set_random_seed(3)
+    blob = fill(Blob((40, 500)), caffe_pb2.FillerParameter(type="gaussian", sparse=10))
+    kept = (blob.data != 0).mean()
+    assert abs(kept - 10 / 40) < 0.02
+    with pytest.raises(CaffeError, match="sparse 41 exceeds the 40 outputs"):
+        fill(Blob((40, 500)), caffe_pb2.FillerParameter(type="gaussian", sparse=41))
+    assert fill(Blob(()), caffe_pb2.FillerParameter(type="gaussian")).data.shape == ()
