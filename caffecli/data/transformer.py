@@ -72,8 +72,7 @@ class DataTransformer:
         """Caffe's Rand draws for n items in order: per item the mirror coin (word % 2) when
         mirroring, then the crop's row and column words when cropping in TRAIN."""
         per_item = int(self.mirror) + 2 * crop_train
-        words = self.rng.words(n * per_item).reshape(n, per_item) if per_item else None
-        return words
+        return self.rng.words(n * per_item).reshape(n, per_item) if per_item else None
 
     # ---- shapes ---------------------------------------------------------------------------
     def infer_shape(self, chw_shape):
