@@ -117,30 +117,46 @@ def data_share(train):
 
 # ---- random streams -----------------------------------------------------------------------
 def set_random_seed(seed):
-    """Seed this rank's stream as Caffe::set_random_seed does (an unsigned 32-bit seed):
-    fillers, dropout masks, shuffles and crops then draw Caffe's numbers."""
-    _streams[solver_rank()] = (caffe_rng.Stream(int(seed) & 0xFFFFFFFF), True)
+    """Seed this rank's streams as Caffe::set_random_seed seeds its generator and cuRAND's
+    (an unsigned 32-bit seed): fillers, host dropout masks, shuffles and crops then draw
+    Caffe's numbers, and device draws repeat."""
+    seed = int(seed) & 0xFFFFFFFF
+    _streams[solver_rank()] = (caffe_rng.Stream(seed), caffe_rng.Stream(seed), True)
+
+
+def _entry():
+    rank = solver_rank()
+    entry = _streams.get(rank)
+    if entry is None:
+        entry = _streams[rank] = (caffe_rng.Stream.unseeded(), caffe_rng.Stream.unseeded(),
+                                  False)
+    return entry
 
 
 def rng():
     """This rank's caffe_rng.Stream (seeded from the system's entropy the first time a rank
     asks, as Caffe's is when no seed was set)."""
-    rank = solver_rank()
-    entry = _streams.get(rank)
-    if entry is None:
-        entry = _streams[rank] = (caffe_rng.Stream.unseeded(), False)
-    return entry[0]
+    return _entry()[0]
+
+
+def device_rng():
+    """This rank's stream for draws made on the device (Caffe's cuRAND generator, seeded
+    with the same seed): the keys of the device's counter-based draws, so that a GPU run
+    takes from the host stream only what Caffe's GPU mode takes."""
+    return _entry()[1]
 
 
 def rng_seeded():
     """Whether this rank's stream was seeded (its numbers are then Caffe's, in Caffe's order)."""
     entry = _streams.get(solver_rank())
-    return entry is not None and entry[1]
+    return entry is not None and entry[2]
 
 
 def rng_state():
-    return rng().state
+    host, device, _ = _entry()
+    return {"host": host.state, "device": device.state}
 
 
 def set_rng_state(state):
-    rng().state = state
+    host, device, _ = _entry()
+    host.state, device.state = state["host"], state["device"]

@@ -200,8 +200,8 @@ def test_the_command_line_trains_on_the_standin_gpu_with_the_cpus_numbers(tmp_pa
 
 def test_dropout_draws_its_mask_on_the_device_from_the_ranks_stream(standin):
     """A TRAIN Dropout in GPU mode copies nothing to the device; its mask is a counter-based
-    draw keyed by the rank's seeded stream (Caffe's GPU mask is cuRAND's, not its CPU's), so
-    a seeded GPU run repeats, while the CPU draws Caffe's CPU mask."""
+    draw keyed by the rank's seeded device stream (Caffe's GPU mask is cuRAND's, not its
+    CPU's), so a seeded GPU run repeats, while the CPU draws Caffe's CPU mask."""
     text = '''input: "x" input_shape { dim: 8 dim: 300 }
               layer { name: "drop" type: "Dropout" bottom: "x" top: "y"
                       dropout_param { dropout_ratio: 0.3 } }'''
@@ -213,10 +213,14 @@ def test_dropout_draws_its_mask_on_the_device_from_the_ranks_stream(standin):
                            log=False)
         net.blobs["x"].data[...] = x
         context.set_random_seed(7)
+        host_words = context.rng().peek(4).tolist()
         net.engine.forward_pass()                   # the input moves to the device here
         standin.reset_transfers()
         net.engine.forward_pass()
         assert standin.transfers["h2d"] == 0 or mode == "cpu"
+        # the device keys come from the device stream: the host's is left as Caffe's GPU
+        # mode leaves it (its cuRAND masks take nothing from the host generator)
+        assert (context.rng().peek(4).tolist() == host_words) == (mode == "gpu")
         outs.append(net.blobs["y"].data.copy())
     context.set_mode_cpu()
     numpy.testing.assert_array_equal(outs[1], outs[2])

@@ -29,12 +29,12 @@ class DropoutLayer(NeuronLayer):
                 top[0].data[...] = x
             return
         # Bernoulli(1 - ratio) keep mask. On the host Caffe's CPU mask: a word of the rank's
-        # stream per value, compared in double. On the device a counter-based draw from one key
-        # of that stream (Caffe's GPU mask comes from cuRAND: neither is the other's).
+        # stream per value, compared in double. On the device a counter-based draw keyed by the
+        # rank's device stream (Caffe's GPU mask comes from cuRAND: neither is the other's).
         if self.xp is numpy:
             keep = context.rng().bernoulli(x.size, 1.0 - self.ratio, numpy.float64)
         else:
-            key = self.device_key if replay.capturing() else draw_key(context.rng())
+            key = self.device_key if replay.capturing() else draw_key(context.device_rng())
             keep = random_bits(self.xp, x.shape, key) >= self.threshold
         self.mask = keep.reshape(x.shape).astype(numpy.dtype(bottom[0].dtype))
         top[0].data[...] = x * self.mask * self.scale
@@ -48,7 +48,7 @@ class DropoutLayer(NeuronLayer):
         if not replay.capturing():
             if self.device_key is None or not isinstance(self.device_key, self.xp.ndarray):
                 self.device_key = self.xp.zeros((), numpy.uint64)
-            self.device_key.fill(draw_key(context.rng()))
+            self.device_key.fill(draw_key(context.device_rng()))
         self.mask = self.scratch("mask", x.shape, x.dtype)
         device.launch(self.xp, "dropout", "dropout_forward", x.size, x.dtype, x,
                       self.device_key, self.threshold, x.dtype.type(self.scale), self.mask,
@@ -60,7 +60,7 @@ class DropoutLayer(NeuronLayer):
         if self.phase != caffe_pb2.TRAIN:
             return []
         self.device_key = xp.zeros((), numpy.uint64)
-        return [lambda: self.device_key.fill(draw_key(context.rng()))]
+        return [lambda: self.device_key.fill(draw_key(context.device_rng()))]
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:

@@ -97,8 +97,8 @@ class PoolingLayer(Layer):
         if pool in (PP.MAX, PP.AVE):
             self._forward_deterministic(x, top, pool)
             return
-        if self.phase == caffe_pb2.TRAIN:
-            u = context.rng().uniform(top[0].count(), 0, 1, x.dtype)
+        if self.phase == caffe_pb2.TRAIN:    # Caffe draws these with cuRAND (GPU only)
+            u = context.device_rng().uniform(top[0].count(), 0, 1, x.dtype)
             u = xp.asarray(u.reshape(top[0].shape))
             out, self.arg = stochastic_pool_train(xp, x, self.geo, u)
         else:

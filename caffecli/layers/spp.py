@@ -77,7 +77,7 @@ class SPPLayer(Layer):
                 y = ave_pool(xp, x, g)
             elif self.phase == caffe_pb2.TRAIN:
                 shape = x.shape[:2] + tuple(g.out_hw)
-                u = context.rng().uniform(math.prod(shape), 0, 1, x.dtype)
+                u = context.device_rng().uniform(math.prod(shape), 0, 1, x.dtype)
                 u = xp.asarray(u.reshape(shape))
                 y, arg = stochastic_pool_train(xp, x, g, u)
             else:
