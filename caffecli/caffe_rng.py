@@ -21,12 +21,9 @@ _CHUNK = 1 << 20  # values drawn per pass: the words of a pass stay in cache
 
 
 def _init_genrand(seed):
-    """mt19937's key for a 32-bit seed (boost's and std's seed(value))."""
-    key = [seed & 0xFFFFFFFF]
-    for i in range(1, _MT_SIZE):
-        prev = key[-1]
-        key.append((1812433253 * (prev ^ (prev >> 30)) + i) & 0xFFFFFFFF)
-    return numpy.array(key, dtype=numpy.uint32)
+    """mt19937's key for a 32-bit seed (boost's and std's seed(value)): numpy's legacy
+    seeding of an integer is that same init_genrand."""
+    return numpy.random.RandomState(seed & 0xFFFFFFFF).get_state()[1]
 
 
 class Stream:

@@ -10,7 +10,7 @@ import math
 
 import numpy
 
-from . import context
+from . import caffe_rng, context
 from .errors import CaffeError
 
 _FILLERS = {}
@@ -143,6 +143,8 @@ def fill(blob, param):
             flat[...] = drawn
         blob.initialize_data(copy)
     else:
-        rng = context.rng().child() if random else None
-        blob.initialize_data(lambda flat: write(flat, rng))
+        # a word of the run's stream now; the fill's own stream only if the blob is read
+        seed = context.rng().rand() if random else None
+        blob.initialize_data(lambda flat: write(
+            flat, caffe_rng.Stream(seed) if seed is not None else None))
     return blob
