@@ -66,23 +66,39 @@ def _max_backward(dtop, arg, kw, sh, sw, ph, pw, dx):
                             dtop[i, j, y, q]
 
 
-def _ave_forward(x, kh, kw, sh, sw, ph, pw, top):
-    n, c, h, w = x.shape
-    oh, ow = top.shape[2], top.shape[3]
-    for i in range(n):
-        for j in range(c):
-            for y in range(oh):
-                y0 = y * sh - ph
-                y1 = min(y0 + kh, h + ph)
-                for q in range(ow):
-                    x0 = q * sw - pw
-                    x1 = min(x0 + kw, w + pw)
-                    size = (y1 - y0) * (x1 - x0)       # padding counts, as in Caffe
-                    top[i, j, y, q] = 0                 # summed in the data's precision
-                    for a in range(max(y0, 0), min(y1, h)):
-                        for b in range(max(x0, 0), min(x1, w)):
-                            top[i, j, y, q] += x[i, j, a, b]
-                    top[i, j, y, q] /= size
+def _ave_forward_for(square):
+    """AVE pooling's forward loops, a window inside the image summed without clipping (and,
+    with ``square``, with constant trip counts, as for MAX); each sum in the data's
+    precision, in Caffe's order."""
+    def ave_forward(x, kh, kw, sh, sw, ph, pw, top):
+        if square:
+            kh = square
+            kw = square
+        n, c, h, w = x.shape
+        oh, ow = top.shape[2], top.shape[3]
+        zero = top.dtype.type(0.0)
+        for i in range(n):
+            for j in range(c):
+                img = x[i, j]
+                for y in range(oh):
+                    y0 = y * sh - ph
+                    y1 = min(y0 + kh, h + ph)
+                    for q in range(ow):
+                        x0 = q * sw - pw
+                        x1 = min(x0 + kw, w + pw)
+                        size = (y1 - y0) * (x1 - x0)       # padding counts, as in Caffe
+                        total = zero
+                        if y0 >= 0 and x0 >= 0 and y0 + kh <= h and x0 + kw <= w:
+                            for a in range(kh):
+                                for b in range(kw):
+                                    total += img[y0 + a, x0 + b]
+                        else:
+                            for a in range(max(y0, 0), min(y1, h)):
+                                for b in range(max(x0, 0), min(x1, w)):
+                                    total += img[a, b]
+                        top[i, j, y, q] = total / size
+    ave_forward.__qualname__ = "ave_forward_%d" % square
+    return ave_forward
 
 
 def _ave_backward(dtop, kh, kw, sh, sw, ph, pw, dx):
@@ -103,6 +119,15 @@ def _ave_backward(dtop, kh, kw, sh, sw, ph, pw, dx):
                             dx[i, j, a, b] += share
 
 
+_AVE_FORWARD = {square: _ave_forward_for(square) for square in (0, 2, 3)}
+
+
+def _for_window(loops, geo):
+    """The loops compiled for this window's size, where there are such, else the general."""
+    kh, kw = geo.kernel
+    return loops.get(kh if kh == kw else 0, loops[0])
+
+
 def _geometry(geo):
     (kh, kw), (sh, sw), (ph, pw) = geo.kernel, geo.stride, geo.pad
     return kh, kw, sh, sw, ph, pw
@@ -110,9 +135,7 @@ def _geometry(geo):
 
 def max_pool(x, geo, top, arg):
     """top, arg (winning kernel offset, -1 for none) of MAX pooling ``x``, written in place."""
-    kh, kw = geo.kernel
-    loops = _MAX_FORWARD.get(kh if kh == kw else 0, _MAX_FORWARD[0])
-    kernel(loops)(x, *_geometry(geo), top, arg)
+    kernel(_for_window(_MAX_FORWARD, geo))(x, *_geometry(geo), top, arg)
 
 
 def max_pool_backward(dtop, arg, geo, dx):
@@ -121,7 +144,7 @@ def max_pool_backward(dtop, arg, geo, dx):
 
 
 def ave_pool(x, geo, top):
-    kernel(_ave_forward)(x, *_geometry(geo), top)
+    kernel(_for_window(_AVE_FORWARD, geo))(x, *_geometry(geo), top)
 
 
 def ave_pool_backward(dtop, geo, dx):
