@@ -53,17 +53,27 @@ def _max_forward_for(square):
 _MAX_FORWARD = {square: _max_forward_for(square) for square in (0, 2, 3)}
 
 
-def _max_backward(dtop, arg, kw, sh, sw, ph, pw, dx):
-    n, c, oh, ow = dtop.shape
-    for i in range(n):
-        for j in range(c):
-            dx[i, j] = 0
-            for y in range(oh):
-                for q in range(ow):
-                    won = arg[i, j, y, q]
-                    if won >= 0:
-                        dx[i, j, y * sh - ph + won // kw, q * sw - pw + won % kw] += \
-                            dtop[i, j, y, q]
+def _max_backward_for(square):
+    """MAX pooling's backward: each output's gradient added at its winner; with ``square``
+    the winner's row and column come from a division by a constant."""
+    def max_backward(dtop, arg, kw, sh, sw, ph, pw, dx):
+        if square:
+            kw = square
+        n, c, oh, ow = dtop.shape
+        for i in range(n):
+            for j in range(c):
+                dx[i, j] = 0
+                for y in range(oh):
+                    for q in range(ow):
+                        won = arg[i, j, y, q]
+                        if won >= 0:
+                            dx[i, j, y * sh - ph + won // kw, q * sw - pw + won % kw] += \
+                                dtop[i, j, y, q]
+    max_backward.__qualname__ = "max_backward_%d" % square
+    return max_backward
+
+
+_MAX_BACKWARD = {square: _max_backward_for(square) for square in (0, 2, 3)}
 
 
 def _ave_forward_for(square):
@@ -140,7 +150,7 @@ def max_pool(x, geo, top, arg):
 
 def max_pool_backward(dtop, arg, geo, dx):
     kh, kw, sh, sw, ph, pw = _geometry(geo)
-    kernel(_max_backward)(dtop, arg, kw, sh, sw, ph, pw, dx)
+    kernel(_for_window(_MAX_BACKWARD, geo))(dtop, arg, kw, sh, sw, ph, pw, dx)
 
 
 def ave_pool(x, geo, top):
