@@ -1,5 +1,5 @@
-"""The compiled stride-1 col2im (kernels/im2col_jit.py) against numpy's col2im, bit for bit, and
-the column maker's choice between them."""
+"""The compiled stride-1 im2col and col2im (kernels/im2col_jit.py) against numpy's, bit for bit,
+and the column maker's choice between them."""
 import numpy
 import pytest
 
@@ -25,8 +25,8 @@ def maker(kernel, pad, dilation, channels, img):
     ((2, 2), (1, 1), (4, 4), (3, 3))])     # some windows lie wholly in the padding
 @pytest.mark.parametrize("threads", ["1", "2", "5"])
 def test_compiled_col2im_is_numpys(monkeypatch, dtype, kernel, pad, dilation, img, threads):
-    """Same bits as numpy's col2im for any thread count, split by channel or (more threads
-    than channels) by image; the output's stale values are overwritten."""
+    """Same bits as numpy's col2im for any thread count, split by channel or (fewer than four
+    channels a thread) by image; the output's stale values are overwritten."""
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
     monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
     parts = []
@@ -36,12 +36,38 @@ def test_compiled_col2im_is_numpys(monkeypatch, dtype, kernel, pad, dilation, im
     cols, out = maker(kernel, pad, dilation, c, img)
     col = numpy.random.RandomState(2).randn(c, *kernel, n, *out).astype(dtype)
     got = cols.col2im(numpy, col, numpy.full((n, c) + img, 7, dtype))
-    split = {"1": [((0, 3), (0, 4))], "2": [((0, 1), (0, 4)), ((1, 3), (0, 4))],
-             "5": [((0, 3), (0, 1)), ((0, 3), (1, 2)), ((0, 3), (2, 3)), ((0, 3), (3, 4))]}
-    assert sorted(parts) == split[threads]
+    assert sorted(parts) == SPLITS[threads]
     monkeypatch.setenv("CAFFECLI_JIT", "0")
     want = cols.col2im(numpy, col, numpy.empty((n, c) + img, dtype))
     numpy.testing.assert_array_equal(got, want)
+
+
+SPLITS = {"1": [((0, 3), (0, 4))], "2": [((0, 3), (0, 2)), ((0, 3), (2, 4))],
+          "5": [((0, 3), (0, 1)), ((0, 3), (1, 2)), ((0, 3), (2, 3)), ((0, 3), (3, 4))]}
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("kernel,pad,dilation,img", [
+    ((5, 5), (0, 0), (1, 1), (12, 12)), ((3, 3), (1, 1), (1, 1), (7, 5)),
+    ((3, 2), (2, 1), (2, 3), (6, 9)), ((1, 4), (0, 3), (1, 1), (3, 4)),
+    ((2, 2), (1, 1), (4, 4), (3, 3))])     # some windows lie wholly in the padding
+@pytest.mark.parametrize("threads", ["1", "2", "5"])
+def test_compiled_im2col_is_numpys(monkeypatch, dtype, kernel, pad, dilation, img, threads):
+    """Same columns as numpy's im2col for any thread count, zeros where a window overhangs
+    the image (the buffer's stale values overwritten)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
+    parts = []
+    real = im2col_jit.im2col
+    monkeypatch.setattr(im2col_jit, "im2col", lambda *a: parts.append(a[3:5]) or real(*a))
+    n, c = 4, 3
+    cols, out = maker(kernel, pad, dilation, c, img)
+    x = numpy.random.RandomState(3).randn(n, c, *img).astype(dtype)
+    cols.column_buffer(numpy, (c,) + kernel + (n,) + tuple(out), dtype)[...] = 7
+    got = cols.im2col(numpy, x).copy()
+    assert sorted(parts) == SPLITS[threads]
+    monkeypatch.setenv("CAFFECLI_JIT", "0")
+    numpy.testing.assert_array_equal(got, cols.im2col(numpy, x))
 
 
 def test_col2im_kernel_writes_only_its_part():
@@ -57,9 +83,10 @@ def test_col2im_kernel_writes_only_its_part():
 
 
 def test_strided_and_3d_layers_keep_numpys_col2im(monkeypatch):
-    """Only stride-1 2-D geometry takes the compiled kernel."""
+    """Only stride-1 2-D geometry takes the compiled kernels."""
     calls = []
     monkeypatch.setattr(im2col_jit, "col2im", lambda *a: calls.append(a))
+    monkeypatch.setattr(im2col_jit, "im2col", lambda *a: calls.append(a))
     for kernel, stride, img in [((3, 3), (2, 2), (7, 7)), ((2, 2, 2), (1, 1, 1), (4, 4, 4))]:
         out = ic.conv_out_shape(list(img), kernel, [0] * len(kernel), stride, [1] * len(kernel))
         cols = base_conv.ColumnMaker(list(kernel), list(stride), [0] * len(kernel),
@@ -67,6 +94,7 @@ def test_strided_and_3d_layers_keep_numpys_col2im(monkeypatch):
         cols.configure(2, list(img), out)
         cols.col2im(numpy, numpy.zeros((2,) + kernel + (1,) + tuple(out), numpy.float32),
                     numpy.empty((1, 2) + img, numpy.float32))
+        cols.im2col(numpy, numpy.zeros((1, 2) + img, numpy.float32))
     assert not calls
     cols, out = maker((3, 3), (0, 0), (1, 1), 2, (5, 5))
     cols.col2im(numpy, numpy.zeros((2, 3, 3, 1) + tuple(out), numpy.float32),

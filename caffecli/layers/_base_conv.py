@@ -139,9 +139,12 @@ class ColumnMaker:
                           xp.ascontiguousarray(x), *self._kernel_args(n), col)
             self.last_col = col
             return col
-        buf = self._buffer(self._pad_in, xp, n, x.dtype)
         shape = (self.channels,) + tuple(self.kernel) + (n,) + tuple(self.grid_shape)
         col = self.column_buffer(xp, shape, x.dtype)
+        if not self.phased and len(self.kernel) == 2 and jit.usable(x, col):
+            self.last_col = self._compiled(im2col_jit.im2col, x, col, n)
+            return self.last_col
+        buf = self._buffer(self._pad_in, xp, n, x.dtype)
         xc = self._images_second(x)  # (C, n, *img)
         every = (slice(None),)
 
@@ -170,7 +173,7 @@ class ColumnMaker:
                           xp.ascontiguousarray(col), *self._kernel_args(n), out)
             return out
         if not self.phased and len(self.kernel) == 2 and jit.usable(col, out):
-            return self._compiled_col2im(col, out)
+            return self._compiled(im2col_jit.col2im, col, out, n)
         buf = self._buffer(self._pad_out, xp, n, col.dtype)
         oc = self._images_second(out)  # (C, n, *img)
         every = (slice(None),)
@@ -191,18 +194,19 @@ class ColumnMaker:
         for_parts(xp, part, self.channels, col.size)
         return out
 
-    def _compiled_col2im(self, col, out):
-        """Stride-1 2-D col2im by kernels/im2col_jit.py, split across threads by channel (by
-        image when there are fewer channels than threads: LeNet's conv1)."""
-        every = [(0, self.channels), (0, out.shape[0])]
-        axis = 0 if self.channels >= num_threads() else 1
+    def _compiled(self, loops, source, target, n):
+        """Stride-1 2-D im2col or col2im by kernels/im2col_jit.py (``loops``), split across
+        threads by channel (by image when there are fewer channels than threads: LeNet's
+        conv1)."""
+        every = [(0, self.channels), (0, n)]
+        axis = 0 if self.channels >= 4 * num_threads() else 1
 
         def part(a, b):
             ranges = list(every)
             ranges[axis] = (a, b)
-            im2col_jit.col2im(col, self.dilation, self.pad, *ranges, out)
-        for_parts(numpy, part, every[axis][1], col.size)
-        return out
+            loops(source, self.dilation, self.pad, *ranges, target)
+        for_parts(numpy, part, every[axis][1], max(source.size, target.size))   # the columns
+        return target
 
 
 class BaseConvolutionLayer(Layer):
