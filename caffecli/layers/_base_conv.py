@@ -196,10 +196,10 @@ class ColumnMaker:
 
     def _compiled(self, loops, source, target, n):
         """Stride-1 2-D im2col or col2im by kernels/im2col_jit.py (``loops``), split across
-        threads by channel (by image when there are fewer channels than threads: LeNet's
-        conv1)."""
+        threads by channel, or by image where there are fewer than four channels a thread and
+        more images than channels (LeNet's and CIFAR-10's conv1: an even split)."""
         every = [(0, self.channels), (0, n)]
-        axis = 0 if self.channels >= 4 * num_threads() else 1
+        axis = 1 if self.channels < 4 * num_threads() and n > self.channels else 0
 
         def part(a, b):
             ranges = list(every)
