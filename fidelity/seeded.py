@@ -30,7 +30,7 @@ import seeded_nets  # noqa: E402
 SEED, COUNT = 1701, 200000
 
 
-def boost_sections(raw):
+def boost_sections():
     """(name, dtype, count) of boost_draws.cpp's output, in order."""
     return [("word", np.uint32, 1), ("gaussian_f32", np.float32, COUNT),
             ("uniform_f32", np.float32, COUNT), ("bernoulli_f32", np.int32, COUNT),
@@ -47,7 +47,7 @@ def boost_fixture():
         subprocess.run([exe, str(SEED), str(COUNT), out], check=True)
         raw = open(out, "rb").read()
     found, offset = {"seed": SEED, "count": COUNT}, 0
-    for name, dtype, n in boost_sections(raw):
+    for name, dtype, n in boost_sections():
         values = np.frombuffer(raw, dtype, n, offset)
         offset += values.nbytes
         found[name] = {"head": values[:8].tolist(),

@@ -14,6 +14,7 @@ import pytest
 
 from caffecli import context, standin_kernels
 from caffecli.kernels import device
+from caffecli.layers.dropout import DropoutLayer
 from caffecli.net import Net
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
@@ -177,7 +178,6 @@ def test_the_dropout_kernel_draws_the_array_codes_mask(in_place, dtype, monkeypa
                                                        kernel_device):
     """On the device the kernel and the array code draw the same mask from the same key of
     the stream, to the bit (a seeded GPU run repeats), in place too."""
-    from caffecli.layers.dropout import DropoutLayer
     text = ('layer { name: "s" type: "Scale" bottom: "x" top: "s" scale_param { '
             'filler { value: 1 } } } '
             'layer { name: "d" type: "Dropout" bottom: "s" top: "%s" dropout_param { '

@@ -11,6 +11,25 @@ from caffecli.layers import _base_conv as base_conv
 pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 
 
+GEOMETRIES = [((5, 5), (0, 0), (1, 1), (12, 12)), ((3, 3), (1, 1), (1, 1), (7, 5)),
+              ((3, 2), (2, 1), (2, 3), (6, 9)), ((1, 4), (0, 3), (1, 1), (3, 4)),
+              ((2, 2), (1, 1), (4, 4), (3, 3))]    # some windows lie wholly in the padding
+# the (channels, images) ranges of each thread's part, for 3 channels and 4 images
+SPLITS = {"1": [((0, 3), (0, 4))], "2": [((0, 3), (0, 2)), ((0, 3), (2, 4))],
+          "5": [((0, 3), (0, 1)), ((0, 3), (1, 2)), ((0, 3), (2, 3)), ((0, 3), (3, 4))]}
+
+
+def recorded_parts(monkeypatch, name, threads):
+    """Run with ``threads`` threads and tiny parts; the ranges each call of im2col_jit's
+    ``name`` kernel got, as a list that grows."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
+    parts = []
+    real = getattr(im2col_jit, name)
+    monkeypatch.setattr(im2col_jit, name, lambda *a: parts.append(a[3:5]) or real(*a))
+    return parts
+
+
 def maker(kernel, pad, dilation, channels, img):
     out = ic.conv_out_shape(list(img), kernel, pad, [1, 1], dilation)
     cols = base_conv.ColumnMaker(list(kernel), [1, 1], list(pad), list(dilation))
@@ -19,19 +38,12 @@ def maker(kernel, pad, dilation, channels, img):
 
 
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-@pytest.mark.parametrize("kernel,pad,dilation,img", [
-    ((5, 5), (0, 0), (1, 1), (12, 12)), ((3, 3), (1, 1), (1, 1), (7, 5)),
-    ((3, 2), (2, 1), (2, 3), (6, 9)), ((1, 4), (0, 3), (1, 1), (3, 4)),
-    ((2, 2), (1, 1), (4, 4), (3, 3))])     # some windows lie wholly in the padding
+@pytest.mark.parametrize("kernel,pad,dilation,img", GEOMETRIES)
 @pytest.mark.parametrize("threads", ["1", "2", "5"])
 def test_compiled_col2im_is_numpys(monkeypatch, dtype, kernel, pad, dilation, img, threads):
     """Same bits as numpy's col2im for any thread count, split by channel or (fewer than four
     channels a thread) by image; the output's stale values are overwritten."""
-    monkeypatch.setenv("OMP_NUM_THREADS", threads)
-    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
-    parts = []
-    real = im2col_jit.col2im
-    monkeypatch.setattr(im2col_jit, "col2im", lambda *a: parts.append(a[3:5]) or real(*a))
+    parts = recorded_parts(monkeypatch, "col2im", threads)
     n, c = 4, 3
     cols, out = maker(kernel, pad, dilation, c, img)
     col = numpy.random.RandomState(2).randn(c, *kernel, n, *out).astype(dtype)
@@ -42,24 +54,13 @@ def test_compiled_col2im_is_numpys(monkeypatch, dtype, kernel, pad, dilation, im
     numpy.testing.assert_array_equal(got, want)
 
 
-SPLITS = {"1": [((0, 3), (0, 4))], "2": [((0, 3), (0, 2)), ((0, 3), (2, 4))],
-          "5": [((0, 3), (0, 1)), ((0, 3), (1, 2)), ((0, 3), (2, 3)), ((0, 3), (3, 4))]}
-
-
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-@pytest.mark.parametrize("kernel,pad,dilation,img", [
-    ((5, 5), (0, 0), (1, 1), (12, 12)), ((3, 3), (1, 1), (1, 1), (7, 5)),
-    ((3, 2), (2, 1), (2, 3), (6, 9)), ((1, 4), (0, 3), (1, 1), (3, 4)),
-    ((2, 2), (1, 1), (4, 4), (3, 3))])     # some windows lie wholly in the padding
+@pytest.mark.parametrize("kernel,pad,dilation,img", GEOMETRIES)
 @pytest.mark.parametrize("threads", ["1", "2", "5"])
 def test_compiled_im2col_is_numpys(monkeypatch, dtype, kernel, pad, dilation, img, threads):
     """Same columns as numpy's im2col for any thread count, zeros where a window overhangs
     the image (the buffer's stale values overwritten)."""
-    monkeypatch.setenv("OMP_NUM_THREADS", threads)
-    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
-    parts = []
-    real = im2col_jit.im2col
-    monkeypatch.setattr(im2col_jit, "im2col", lambda *a: parts.append(a[3:5]) or real(*a))
+    parts = recorded_parts(monkeypatch, "im2col", threads)
     n, c = 4, 3
     cols, out = maker(kernel, pad, dilation, c, img)
     x = numpy.random.RandomState(3).randn(n, c, *img).astype(dtype)

@@ -46,11 +46,20 @@ def _max_forward_for(square):
                                         won = (a - y0) * kw + (b - x0)
                         top[i, j, y, q] = best
                         arg[i, j, y, q] = won
-    max_forward.__qualname__ = "max_forward_%d" % square   # its own entry in numba's cache
     return max_forward
 
 
-_MAX_FORWARD = {square: _max_forward_for(square) for square in (0, 2, 3)}
+def _by_window(make):
+    """{window side: make(side)} for 0 (any size) and the sides compiled as constants, each
+    named apart so that numba's cache keeps one entry per size."""
+    loops = {}
+    for square in (0, 2, 3):
+        loops[square] = make(square)
+        loops[square].__qualname__ = "%s_%d" % (loops[square].__name__, square)
+    return loops
+
+
+_MAX_FORWARD = _by_window(_max_forward_for)
 
 
 def _max_backward_for(square):
@@ -69,11 +78,10 @@ def _max_backward_for(square):
                         if won >= 0:
                             dx[i, j, y * sh - ph + won // kw, q * sw - pw + won % kw] += \
                                 dtop[i, j, y, q]
-    max_backward.__qualname__ = "max_backward_%d" % square
     return max_backward
 
 
-_MAX_BACKWARD = {square: _max_backward_for(square) for square in (0, 2, 3)}
+_MAX_BACKWARD = _by_window(_max_backward_for)
 
 
 def _ave_forward_for(square):
@@ -107,7 +115,6 @@ def _ave_forward_for(square):
                                 for b in range(max(x0, 0), min(x1, w)):
                                     total += img[a, b]
                         top[i, j, y, q] = total / size
-    ave_forward.__qualname__ = "ave_forward_%d" % square
     return ave_forward
 
 
@@ -129,7 +136,7 @@ def _ave_backward(dtop, kh, kw, sh, sw, ph, pw, dx):
                             dx[i, j, a, b] += share
 
 
-_AVE_FORWARD = {square: _ave_forward_for(square) for square in (0, 2, 3)}
+_AVE_FORWARD = _by_window(_ave_forward_for)
 
 
 def _for_window(loops, geo):
