@@ -117,7 +117,7 @@ class Blob:
         n = self.num_axes
         if not -n <= axis < n:
             raise CaffeError("axis %d out of range for %d-D blob with shape %s"
-                             % (axis, n, shape_string(self._shape)))
+                             % (axis, n, self.shape_string()))
         return axis + n if axis < 0 else axis
 
     def shape_at(self, axis):
@@ -147,6 +147,9 @@ class Blob:
         """The blob-shaped array of ``role`` (data/diff) on ``side``, synced as Caffe's
         accessors do. A host array to read only is a read-only view (Caffe's const), so a
         layer that writes what it should only read fails loudly on the CPU."""
+        if not self._count and not self._shape:
+            raise CaffeError("a blob never shaped has no %s to read or write (Caffe's 'Check "
+                             "failed: data_'): give it a shape first" % role)
         mem = self._data_mem if role == "data" else self._diff_mem
         flat = _ACCESS[side, mutable](mem)
         key = (role, side, mutable)

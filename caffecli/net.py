@@ -163,30 +163,33 @@ class Net:
         param = upgrade_net_as_needed(param, source)
         seen = collections.Counter()
         for lp in param.layer:
-            occurrence = seen[lp.name]
-            seen[lp.name] += 1
-            lid = self.first_layer_index(lp.name)
+            name = lp.name
+            if isinstance(name, bytes):  # protobuf hands over a name that is not UTF-8 as bytes
+                name = name.decode("utf-8", "replace")
+            occurrence = seen[name]
+            seen[name] += 1
+            lid = self.first_layer_index(name)
             if lid is None:
-                self._info("net.ignoring_source_layer", "Ignoring source layer " + lp.name)
+                self._info("net.ignoring_source_layer", "Ignoring source layer " + name)
                 continue
             target = self.records[lid].layer.blobs
             if len(target) != len(lp.blobs):
                 raise CaffeError("%s: incompatible number of blobs for layer %s (net has %d, "
-                                 "file has %d)" % (source, lp.name, len(target), len(lp.blobs)))
+                                 "file has %d)" % (source, name, len(target), len(lp.blobs)))
             for j, (blob, proto) in enumerate(zip(target, lp.blobs)):
                 if not blob.shape_equals(proto):
                     raise CaffeError(
                         "%s: cannot copy param %d weights from layer '%s'; shape mismatch.  "
                         "Source param shape is %s; target param shape is %s. To learn this "
                         "layer's parameters from scratch rather than copying from a saved "
-                        "net, rename the layer." % (source, j, lp.name,
+                        "net, rename the layer." % (source, j, name,
                                                     shape_string(Blob.proto_shape(proto)),
                                                     blob.shape_string()))
-                given = None if values is None else values.get(lp.name, occurrence, j)
+                given = None if values is None else values.get(name, occurrence, j)
                 try:
                     blob.from_proto(proto, reshape=False, values=given)
                 except CaffeError as exc:
-                    raise CaffeError("%s: layer %s param %d: %s" % (source, lp.name, j, exc)) \
+                    raise CaffeError("%s: layer %s param %d: %s" % (source, name, j, exc)) \
                         from None
 
     def share_trained_layers_with(self, other, log=True):

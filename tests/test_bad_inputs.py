@@ -267,3 +267,45 @@ layer { name: "b" type: "Bias" bottom: "x" top: "y"
         bias_param { axis: 0 num_axes: 0 filler { type: "xavier" } } }'''
     with pytest.raises(CaffeError, match=r"^Layer b \(Bias\): xavier filler needs a blob"):
         Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN, log=False)
+
+
+def test_layer_name_in_weights_that_is_not_utf8(ws):
+    """protobuf hands such a name over as bytes: the layer is ignored, as Caffe ignores a name
+    the net lacks, and the log shows it with a replacement character."""
+    folder, files = ws
+    model = folder / files["model_binaryproto"]
+    raw = model.read_bytes()
+    assert raw.count(b"\x0a\x02ip") == 1           # LayerParameter.name = "ip"
+    model.write_bytes(raw.replace(b"\x0a\x02ip", b"\x0a\x02i\xff"))
+    status, _, err = run_command(["test", "-model", "deploy.prototxt", "-weights", model.name,
+                                  "-iterations", "1"], folder)
+    assert status == 0, err[-2000:]
+    assert "Ignoring source layer i\ufffd" in err
+
+
+def _net_text(text):
+    from caffecli import Net, TRAIN
+    from caffecli.proto.io import parse_text
+    return Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN, log=False)
+
+
+def test_reading_a_blob_never_shaped():
+    """Caffe aborts on 'Check failed: data_'; caffecli raises one line."""
+    net = _net_text('layer { name: "in" type: "Input" top: "x" }')
+    with pytest.raises(CaffeError, match="never shaped has no data"):
+        net.blobs["x"].data
+    with pytest.raises(CaffeError, match="never shaped has no diff"):
+        net.blobs["x"].diff
+    net.blobs["x"].reshape(2, 3)
+    assert net.blobs["x"].data.shape == (2, 3)
+
+
+@pytest.mark.parametrize("dims, needle", [
+    ("", r"axis 1 out of range for 0-D blob with shape \(1\)"),
+    ("dim: 3 dim: 4 dim: 0 dim: 3", r"no values per channel to normalize \(3 items of 0"),
+])
+def test_batch_norm_without_values_per_channel(dims, needle):
+    text = ('layer { name: "in" type: "Input" top: "x" input_param { shape { %s } } }\n'
+            'layer { name: "bn" type: "BatchNorm" bottom: "x" top: "y" }' % dims)
+    with pytest.raises(CaffeError, match=r"^Layer bn \(BatchNorm\): " + needle):
+        _net_text(text).forward_pass()

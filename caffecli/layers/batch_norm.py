@@ -27,7 +27,7 @@ class BatchNormLayer(NeuronLayer):
         self.use_global_stats = self.phase == caffe_pb2.TEST
         if p.HasField("use_global_stats"):
             self.use_global_stats = p.use_global_stats
-        self.channels = 1 if bottom[0].num_axes == 1 else bottom[0].shape[1]
+        self.channels = 1 if bottom[0].num_axes == 1 else bottom[0].shape_at(1)
         self.eps = p.eps
         if not self.blobs:
             dt = bottom[0].dtype
@@ -69,6 +69,9 @@ class BatchNormLayer(NeuronLayer):
         """The batch's mean per channel, x - mean (in the x_norm scratch) and the biased
         variance per channel."""
         n = x.shape[0] * x.shape[2]  # values per channel
+        if not n:
+            raise self.error("no values per channel to normalize (%d items of %d values each)"
+                             % (x.shape[0], x.shape[2]))
         mean = self._channel_sum(x, scale=1.0 / n)
         x_norm = self.x_norm = self.scratch("x_norm", x.shape, x.dtype)
         self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
