@@ -24,6 +24,18 @@ def test_unknown_field_names_position(tmp_path):
         read_net_param(str(p))
 
 
+def test_missing_required_field_is_refused_as_caffe_refuses_it(tmp_path):
+    """protobuf's C++ parser (Caffe's) fails on a required field left out; so does caffecli."""
+    p = tmp_path / "clip.prototxt"
+    p.write_text('layer { name: "x" type: "Input" top: "x" }\n'
+                 'layer { name: "c" type: "Clip" bottom: "x" top: "y" clip_param { min: 1 } }\n')
+    with pytest.raises(CaffeError, match=r"clip.prototxt: missing required field "
+                                         r"layer\[1\]\.clip_param\.max$"):
+        read_net_param(str(p))
+    p.write_text(p.read_text().replace("min: 1", "min: 1 max: 2"))
+    assert read_net_param(str(p)).layer[1].clip_param.max == 2
+
+
 def test_missing_file():
     with pytest.raises(CaffeError, match="nope.prototxt: file not found"):
         read_solver_param("nope.prototxt")

@@ -46,6 +46,10 @@ def parse_text(text, message, source="<string>"):
             msg = msg.split(":", 2)[-1].lstrip(" :")
         raise CaffeError("%s:%s:%s: %s" % (source, line if line is not None else "?",
                                            col if col is not None else "?", msg)) from None
+    missing = message.FindInitializationErrors()   # protobuf's C++ parser, Caffe's, refuses
+    if missing:
+        raise CaffeError("%s: missing required field%s %s" % (
+            source, "s" if len(missing) > 1 else "", ", ".join(missing)))
     return message
 
 
