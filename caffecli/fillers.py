@@ -99,8 +99,16 @@ def _check(param, shape):
     if param.type == "bilinear" and (len(shape) != 4 or shape[2] != shape[3]):
         raise CaffeError("bilinear filler needs a 4-D blob with square kernels, got %s"
                          % (tuple(shape),))
-    if param.type == "bilinear" and param.sparse != -1:
-        raise CaffeError("Sparsity not supported by this Filler (bilinear).")
+    if param.type != "gaussian" and param.sparse != -1:
+        raise CaffeError("Sparsity not supported by this Filler (%s): sparse is %d"
+                         % (param.type, param.sparse))
+    if param.type == "gaussian" and param.sparse < -1:
+        raise CaffeError("gaussian filler: sparse must be -1 (off) or at least 0, got %d"
+                         % param.sparse)
+    if param.type == "gaussian" and not param.std > 0:    # caffe_rng_gaussian's check
+        raise CaffeError("gaussian filler: std must be positive, got %g" % param.std)
+    if param.type == "uniform" and not param.min <= param.max:   # caffe_rng_uniform's
+        raise CaffeError("uniform filler: min %g is above max %g" % (param.min, param.max))
     if param.type in ("xavier", "msra", "positive_unitball") and len(shape) == 0:
         raise CaffeError("%s filler needs a blob with at least one axis (it divides by the "
                          "first), got a 0-D blob" % param.type)

@@ -33,6 +33,22 @@ def test_bilinear_refuses_sparsity_and_non_square_kernels():
         fill(Blob((1, 1, 3, 4)), caffe_pb2.FillerParameter(type="bilinear"))
 
 
+@pytest.mark.parametrize("param, needle", [
+    (dict(type="constant", sparse=0), r"Sparsity not supported by this Filler \(constant\)"),
+    (dict(type="xavier", sparse=3), r"Sparsity not supported by this Filler \(xavier\)"),
+    (dict(type="uniform", sparse=1), r"Sparsity not supported by this Filler \(uniform\)"),
+    (dict(type="gaussian", sparse=-2), "sparse must be -1"),
+    (dict(type="gaussian", std=0), "std must be positive, got 0"),
+    (dict(type="gaussian", std=-1), "std must be positive, got -1"),
+    (dict(type="uniform", min=1, max=0.5), "min 1 is above max 0.5"),
+])
+def test_configurations_caffe_aborts_on_are_refused(param, needle):
+    """Caffe's fillers CHECK these (filler.hpp, caffe_rng_gaussian/uniform's arguments)."""
+    with pytest.raises(CaffeError, match=needle):
+        fill(Blob((4, 3)), caffe_pb2.FillerParameter(**param))
+    fill(Blob((4, 3)), caffe_pb2.FillerParameter(type="uniform", min=0.5, max=0.5))
+
+
 @pytest.mark.parametrize("kind", ["xavier", "msra", "positive_unitball"])
 def test_fan_fillers_refuse_a_blob_without_axes(kind):
     """They divide the count by the first axis: Caffe's shape(0) check aborts on a 0-D blob
