@@ -248,6 +248,18 @@ def test_log_in_place_reproduces_caffe():
     numpy.testing.assert_allclose(b[0].diff, (1 / y) ** 2, rtol=1e-5)
 
 
+@pytest.mark.filterwarnings("ignore:divide by zero")
+def test_log_with_scale_zero_scales_as_caffes_blas():
+    """Caffe scales with sscal, which writes zeros for a factor of 0: log(0 * x + shift) and a
+    gradient of 0 (BVLC Caffe's output), not inf * 0 = NaN."""
+    x = numpy.array([[1.5, -2.0, numpy.inf]])
+    _, b, t = run('type: "Log" log_param { scale: 0 shift: 2 }', [x], top_diff=[[1.0, 3.0, 1.0]])
+    numpy.testing.assert_allclose(t[0].data, numpy.log(2.0) * numpy.ones((1, 3)), rtol=1e-6)
+    assert (b[0].diff == 0).all()
+    _, b, t = run('type: "Log" log_param { scale: 0 }', [x[:, :2]], top_diff=[[1.0, 3.0]])
+    assert (t[0].data == -numpy.inf).all() and (b[0].diff == 0).all()
+
+
 def test_exp_log_bases():
     x = numpy.array([[0.0, 1.0, 2.0]])
     _, b, t = run('type: "Exp" exp_param { base: 2 scale: 0.5 shift: 1 }', [x],

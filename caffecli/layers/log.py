@@ -27,9 +27,14 @@ class LogLayer(NeuronLayer):
         self.input_scale, self.input_shift = p.scale, p.shift
         self.backward_num_scale = self.input_scale / log_base
 
+    def _scaled(self, x, alpha):
+        """x * alpha as Caffe's caffe_scal: OpenBLAS's sscal writes zeros for alpha 0, so an
+        infinite x gives 0 there, not NaN."""
+        return x * alpha if alpha != 0 else self.xp.zeros_like(x)
+
     def _shifted(self, x):
         if self.input_scale != 1:
-            x = x * self.input_scale
+            x = self._scaled(x, self.input_scale)
         if self.input_shift != 0:
             x = x + self.input_shift
         return x
@@ -48,5 +53,5 @@ class LogLayer(NeuronLayer):
         g[...] = self._shifted(bottom[0].data)
         g[...] = 1 / g
         if self.backward_num_scale != 1:
-            g *= self.backward_num_scale
+            g[...] = self._scaled(g, self.backward_num_scale)
         g[...] = dy * g
