@@ -24,7 +24,8 @@ import sys
 
 import numpy
 
-SKIPPED_KINDS = ("data", "python", "solver", "cli", "legacy", "model")  # need files or code
+SKIPPED_KINDS = ("python", "solver", "cli", "legacy", "model")  # code, or not one net
+CASE_FILES = ("net.prototxt", "case.h5", "case.json", "init.caffemodel")  # not linked
 ODD_NUMBERS = [0, 1, 2, 3, -1, -2, 7, 100, 0.5, -0.5, 1e-9, 1e9, float("nan")]
 TYPES = ["Convolution", "Pooling", "InnerProduct", "ReLU", "Concat", "Slice", "Eltwise",
          "Reshape", "Crop", "Scale", "Bias", "BatchNorm", "LRN", "Softmax", "SoftmaxWithLoss",
@@ -190,6 +191,10 @@ def make(out, count, seed, corpora):
         net.force_backward = True
         folder = os.path.join(out, "%05d" % i)
         os.makedirs(folder, exist_ok=True)
+        case = os.path.dirname(os.path.abspath(path))
+        for name in os.listdir(case):        # a data layer's sources, relative to the case
+            if name not in CASE_FILES:
+                os.symlink(os.path.join(case, name), os.path.join(folder, name))
         with open(os.path.join(folder, "net.prototxt"), "w") as f:
             f.write(text_format.MessageToString(net))
         with open(os.path.join(folder, "meta.json"), "w") as f:
@@ -202,14 +207,18 @@ def _run_one(tool, folder, meta):
     """Seeded net, seeded inputs (labels 0 or 1), forward and backward: every blob's and
     parameter's data and diff."""
     if tool == "caffe":
+        import ctypes
         import caffe
         caffe.set_mode_cpu()
         caffe.set_random_seed(meta["seed"])
-    else:
+        ctypes.CDLL("libc.so.6").srand(1)   # HDF5Data shuffles with C's rand(): each case
+    else:                                   # starts it afresh, as a new process would
         import caffecli as caffe
-        from caffecli import context
+        from caffecli import caffe_rng, context
         context.set_random_seed(meta["seed"])
-    net = caffe.Net(os.path.join(folder, "net.prototxt"), getattr(caffe, meta["phase"]))
+        caffe_rng.c_rand.__init__()
+    os.chdir(folder)        # data layers' sources are relative to the case
+    net = caffe.Net("net.prototxt", getattr(caffe, meta["phase"]))
     rs = numpy.random.RandomState(meta["seed"])
     for name in net.inputs:
         blob = net.blobs[name]
@@ -230,6 +239,7 @@ def _run_one(tool, folder, meta):
 
 def run(tool, out):
     """Each case not yet done: result.TOOL.npz, or refused.TOOL.txt with the error."""
+    out = os.path.abspath(out)
     if tool == "caffecli":
         sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     for name in sorted(os.listdir(out)):
