@@ -147,10 +147,13 @@ class Blob:
         """The blob-shaped array of ``role`` (data/diff) on ``side``, synced as Caffe's
         accessors do. A host array to read only is a read-only view (Caffe's const), so a
         layer that writes what it should only read fails loudly on the CPU."""
-        if not self._count and not self._shape:
-            raise CaffeError("a blob never shaped has no %s to read or write (Caffe's 'Check "
-                             "failed: data_'): give it a shape first" % role)
         mem = self._data_mem if role == "data" else self._diff_mem
+        if not self._count and not mem.size:
+            # Caffe allocates a blob's memory when a shape first gives it values: one that
+            # never had any has none (its 'Check failed: data_' abort)
+            raise CaffeError("a blob of shape %s has never held values: it has no %s to read "
+                             "or write (Caffe's 'Check failed: %s_'); give it a shape with "
+                             "values first" % (self.shape_string(), role, role))
         flat = _ACCESS[side, mutable](mem)
         key = (role, side, mutable)
         hit = self._arrays.get(key)

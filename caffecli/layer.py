@@ -21,6 +21,13 @@ from .proto import caffe_pb2
 _UNRESOLVED = object()  # a layer's device engine before its first device call
 
 
+def _empty_bottom(hook, args):
+    """The first bottom with no values among a hook's arguments ((bottom, top) or, for
+    backward, (top, propagate_down, bottom)), or None."""
+    bottoms = args[2] if hook.__name__.startswith("backward") else args[0]
+    return next((b for b in bottoms if b.count == 0), None)
+
+
 class BlobVec(list):
     """A layer's parameter blobs (pycaffe's BlobVec), with ``add_blob(*shape)``."""
 
@@ -184,7 +191,8 @@ class Layer:
     def _guarded(self, hook, *args):
         """Call a hook; a Python layer's own exception becomes a CaffeError naming the layer
         (and of the exception's own type where it can be), as does an error of a helper that
-        does not know the layer (a filler, an axis check)."""
+        does not know the layer (a filler, an axis check) and a built-in layer's failure on a
+        bottom with no values (Caffe's crash there); any other is a bug and stays raw."""
         try:
             return hook(*args)
         except CaffeError as exc:
@@ -193,7 +201,12 @@ class Layer:
             raise self.error(str(exc)) from exc
         except Exception as exc:    # still an exc's type too, as pycaffe re-raises it
             if self.device_code:
-                raise
+                empty = _empty_bottom(hook, args)
+                if empty is None:
+                    raise           # a bug of caffecli's
+                # where Caffe divides by the zero count or reads memory it never had
+                raise self.error("cannot %s a bottom with no values (shape %s): %s: %s" % (
+                    hook.__name__, empty.shape_string(), type(exc).__name__, exc)) from exc
             if isinstance(exc, NotImplementedError):
                 raise self.error(str(exc)) from exc
             raise self.error("%s.%s raised %s: %s" % (type(self).__name__, hook.__name__,

@@ -289,23 +289,93 @@ def _net_text(text):
     return Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN, log=False)
 
 
-def test_reading_a_blob_never_shaped():
-    """Caffe aborts on 'Check failed: data_'; caffecli raises one line."""
-    net = _net_text('layer { name: "in" type: "Input" top: "x" }')
-    with pytest.raises(CaffeError, match="never shaped has no data"):
+@pytest.mark.parametrize("shape", ["", "input_param { shape { dim: 2 dim: 0 } }"])
+def test_reading_a_blob_that_never_held_values(shape):
+    """Caffe allocates on the first shape with values and aborts ('Check failed: data_') on
+    reading a blob that never had one; caffecli raises one line. Once it has held values, a
+    count of 0 reads as an empty array, as in Caffe."""
+    net = _net_text('layer { name: "in" type: "Input" top: "x" %s }' % shape)
+    with pytest.raises(CaffeError, match=r"never held values: it has no data .*data_"):
         net.blobs["x"].data
-    with pytest.raises(CaffeError, match="never shaped has no diff"):
+    with pytest.raises(CaffeError, match=r"never held values: it has no diff .*diff_"):
         net.blobs["x"].diff
     net.blobs["x"].reshape(2, 3)
     assert net.blobs["x"].data.shape == (2, 3)
+    net.blobs["x"].reshape(0, 3)
+    assert net.blobs["x"].data.shape == (0, 3)
 
 
-@pytest.mark.parametrize("dims, needle", [
-    ("", r"axis 1 out of range for 0-D blob with shape \(1\)"),
-    ("dim: 3 dim: 4 dim: 0 dim: 3", r"no values per channel to normalize \(3 items of 0"),
-])
-def test_batch_norm_without_values_per_channel(dims, needle):
-    text = ('layer { name: "in" type: "Input" top: "x" input_param { shape { %s } } }\n'
-            'layer { name: "bn" type: "BatchNorm" bottom: "x" top: "y" }' % dims)
-    with pytest.raises(CaffeError, match=r"^Layer bn \(BatchNorm\): " + needle):
+def test_a_layer_reading_a_blob_without_values_names_itself():
+    text = ('layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 0 } } }\n'
+            'layer { name: "sm" type: "Softmax" bottom: "x" top: "y" }')
+    with pytest.raises(CaffeError, match=r"^Layer sm \(Softmax\): a blob of shape 2 0 \(0\) "
+                                         r"has never held values"):
         _net_text(text).forward_pass()
+
+
+def test_batch_norm_of_a_0_axis_blob():
+    text = ('layer { name: "in" type: "Input" top: "x" input_param { shape { } } }\n'
+            'layer { name: "bn" type: "BatchNorm" bottom: "x" top: "y" }')
+    with pytest.raises(CaffeError, match=r"^Layer bn \(BatchNorm\): axis 1 out of range for "
+                                         r"0-D blob with shape \(1\)"):
+        _net_text(text)
+
+
+def test_batch_norm_of_a_batch_without_values_per_channel():
+    """A blob that held values may be reshaped to none (as in Caffe): BatchNorm then has no
+    mean to take, and says so."""
+    text = ('layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 3 dim: 4 '
+            'dim: 2 dim: 3 } } }\nlayer { name: "bn" type: "BatchNorm" bottom: "x" top: "y" }')
+    net = _net_text(text)
+    net.forward_pass()
+    net.blobs["x"].reshape(3, 4, 0, 3)
+    with pytest.raises(CaffeError, match=r"^Layer bn \(BatchNorm\): no values per channel to "
+                                         r"normalize \(3 items of 0 values each\)"):
+        net.forward_pass()
+
+
+EMPTY_BATCH = '''
+layer { name: "in" type: "Input" top: "x" top: "sel" top: "lab"
+  input_param { shape { dim: 4 dim: 3 dim: 4 dim: 4 } shape { dim: 4 } shape { dim: 4 } } }
+layer { name: "s" type: "Scale" bottom: "x" top: "xs"
+  scale_param { axis: 1 num_axes: 1 filler { value: 1 } } }
+layer { name: "f" type: "Filter" bottom: "xs" bottom: "lab" bottom: "sel" top: "fx" top: "flab"
+  propagate_down: true propagate_down: false propagate_down: false }
+'''
+
+
+def _filtered_net(layer):
+    """A Filter whose selector keeps no item feeds ``layer`` (the first reshape gives the
+    full batch, as Caffe's does, so the blobs held values before they are emptied)."""
+    net = _net_text(EMPTY_BATCH + layer)
+    net.blobs["x"].data[...] = numpy.random.RandomState(0).rand(4, 3, 4, 4)
+    net.blobs["sel"].data[...] = 0
+    return net
+
+
+@pytest.mark.parametrize("layer, top_shape", [
+    ('layer { name: "d" type: "Deconvolution" bottom: "fx" top: "y" loss_weight: 1 '
+     'convolution_param { num_output: 2 kernel_size: 3 weight_filler { type: "xavier" } '
+     'bias_filler { type: "constant" value: 1 } } }', (0, 2, 6, 6)),
+    ('layer { name: "fl" type: "Flatten" bottom: "fx" top: "ffl" }\n'
+     'layer { name: "p" type: "Power" bottom: "ffl" top: "ffl2" }\n'
+     'layer { name: "y" type: "ContrastiveLoss" bottom: "ffl" bottom: "ffl2" bottom: "flab" '
+     'top: "y" }', ()),
+])
+@pytest.mark.filterwarnings("ignore:invalid value")
+def test_an_empty_batch_runs_where_caffe_loops_over_no_items(layer, top_shape):
+    net = _filtered_net(layer)
+    net.forward_pass()
+    net.backward_pass()
+    assert net.blobs["fx"].shape == (0, 3, 4, 4) and net.blobs["y"].shape == top_shape
+    assert (net.params["s"][0].diff == 0).all()
+
+
+def test_an_empty_batch_that_caffe_divides_by_is_one_error():
+    """Caffe's HingeLoss computes count / num in int: a batch of 0 is its SIGFPE, caffecli's
+    one line naming the layer and the blob."""
+    net = _filtered_net('layer { name: "h" type: "HingeLoss" bottom: "fx" bottom: "flab" '
+                        'top: "y" propagate_down: true propagate_down: false }')
+    with pytest.raises(CaffeError, match=r"^Layer h \(HingeLoss\): cannot forward a bottom with "
+                                         r"no values \(shape 0 3 4 4 \(0\)\): ZeroDivision"):
+        net.forward_pass()

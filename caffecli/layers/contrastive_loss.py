@@ -65,4 +65,4 @@ class ContrastiveLossLayer(LossLayer):
                 mdist = margin - dist
                 beta = -alpha * mdist / (dist + dt.type(1e-4))
             coeff = xp.where(self.similar, alpha, xp.where(mdist > 0, beta, dt.type(0)))
-            bottom[i].diff.reshape(num, -1)[...] = self.diff * coeff[:, None]
+            bottom[i].diff.reshape(self.diff.shape)[...] = self.diff * coeff[:, None]

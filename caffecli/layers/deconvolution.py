@@ -34,7 +34,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 shape = (m,) + tuple(self.kernel) + (nb,) + tuple(self.in_shape)
                 self.cols.col2im(xp, col.reshape(shape), y[n0:n1])
             if self.bias_term:
-                y2 = t.data.reshape(self.num, m, -1)
+                y2 = t.data.reshape(self.num, m, t.count(2))
                 y2 += self.weights[1].data.reshape(1, m, 1)
 
     def backward(self, top, propagate_down, bottom):
@@ -44,7 +44,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
         w = self._grouped_weight()
         need_w = self.param_propagate_down[0]
         for t, b, down in zip(top, bottom, propagate_down):
-            self._bias_grad(t.diff.reshape(self.num, m, -1))
+            self._bias_grad(t.diff.reshape(self.num, m, t.count(2)))
             if not (need_w or down):
                 continue
             dy = t.diff.reshape((self.num, m) + tuple(self.out_shape))

@@ -66,7 +66,7 @@ class SPPLayer(Layer):
         x = bottom[0].data
         pool = self.layer_param.spp_param.pool
         n = x.shape[0]
-        out = top[0].data.reshape(n, -1)
+        out = top[0].data.reshape(n, top[0].count(1))
         self.args = []
         col = 0
         for g in self.levels:
@@ -92,7 +92,7 @@ class SPPLayer(Layer):
             return
         xp = self.xp
         n = bottom[0].shape[0]
-        dout = top[0].diff.reshape(n, -1)
+        dout = top[0].diff.reshape(n, top[0].count(1))
         dx = bottom[0].diff
         col = 0
         pool = self.layer_param.spp_param.pool
