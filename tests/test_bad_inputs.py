@@ -361,6 +361,8 @@ def _filtered_net(layer):
      'layer { name: "p" type: "Power" bottom: "ffl" top: "ffl2" }\n'
      'layer { name: "y" type: "ContrastiveLoss" bottom: "ffl" bottom: "ffl2" bottom: "flab" '
      'top: "y" }', ()),
+    ('layer { name: "spp" type: "SPP" bottom: "fx" top: "y" loss_weight: 1 '
+     'spp_param { pyramid_height: 2 } }', (0, 15)),
 ])
 @pytest.mark.filterwarnings("ignore:invalid value")
 def test_an_empty_batch_runs_where_caffe_loops_over_no_items(layer, top_shape):

@@ -83,7 +83,7 @@ class SPPLayer(Layer):
             else:
                 y = stochastic_pool_test(xp, x, g)
             self.args.append(arg)
-            width = y[0].size
+            width = math.prod(y.shape[1:])
             out[:, col:col + width] = y.reshape(n, width)
             col += width
 
