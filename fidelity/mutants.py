@@ -6,14 +6,19 @@ leniency, or a refusal Caffe does not make), or the numbers differ.
     PYTHONPATH=$CAFFE/python $CAFFE_PYTHON fidelity/mutants.py run caffe OUT
     python fidelity/mutants.py run caffecli OUT
     python fidelity/mutants.py compare OUT
+    python fidelity/mutants.py make-solvers OUT --count 300 --seed 7 [CORPUS ...]
+    PATH=$CAFFE/build/tools:.venv/bin:$PATH python fidelity/compare_logs.py OUT/* \
+        -- train -solver solver.prototxt
 
 CORPUS folders hold cases in the golden format (default: ../shared/golden); each mutant is one
 case's net.prototxt with one to three edits: a set field nudged (kernel_size + 1, a flipped
 bool, a value halved), a field of the layer's parameter set to an odd value (0, -1, NaN, an
 unknown enum), a bottom renamed or added, a top dropped, a layer deleted or its type changed,
 a param spec added. Caffe aborts on what it refuses: ``run caffe`` starts again after the case
-that aborted and records its fatal line. Mutations are in caffecli's protobuf messages;
-``run caffe`` reads only the text files, numpy and pycaffe.
+that aborted and records its fatal line. ``make-solvers`` edits the solver or the net of the
+corpus's solver cases instead (at most 12 iterations), for compare_logs.py to train with both.
+Mutations are made in caffecli's protobuf messages; ``run caffe`` reads only the text files,
+with numpy and pycaffe.
 """
 import glob
 import json
@@ -202,6 +207,61 @@ def make(out, count, seed, corpora):
                        "seed": rng.randrange(1, 1000)}, f)
 
 
+SOLVER_KEPT = ("net", "net_param", "train_net", "test_net", "train_net_param", "test_net_param",
+               "snapshot_prefix", "solver_mode", "device_id", "train_state", "test_state")
+
+
+def _restore(message, kept, names):
+    """Fields ``names`` of ``message`` as they are in ``kept``."""
+    for name in names:
+        fd = message.DESCRIPTOR.fields_by_name[name]
+        message.ClearField(name)
+        if _repeated(fd):
+            getattr(message, name).extend(getattr(kept, name))
+        elif kept.HasField(name):
+            if fd.type == fd.TYPE_MESSAGE:
+                getattr(message, name).CopyFrom(getattr(kept, name))
+            else:
+                setattr(message, name, getattr(kept, name))
+
+
+def make_solvers(out, count, seed, corpora):
+    """Solver cases (golden solver__* folders) with their solver or their net edited, at most
+    12 iterations, for ``compare_logs.py OUT/* -- train -solver solver.prototxt``."""
+    import shutil
+    from google.protobuf import text_format
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from caffecli.proto import caffe_pb2
+
+    cases = [os.path.dirname(p) for corpus in corpora
+             for p in sorted(glob.glob(os.path.join(corpus, "solver__*", "solver.prototxt")))]
+    rng = random.Random(seed)
+    for i in range(count):
+        folder = os.path.join(out, "%05d" % i)
+        shutil.copytree(rng.choice(cases), folder, symlinks=True,
+                        ignore=shutil.ignore_patterns("snap*", "resume", "case.*"))
+        solver, net = caffe_pb2.SolverParameter(), caffe_pb2.NetParameter()
+        for message, name in ((solver, "solver.prototxt"), (net, "net.prototxt")):
+            with open(os.path.join(folder, name)) as f:
+                text_format.Merge(f.read(), message)
+        for _ in range(rng.choice([1, 1, 2])):
+            if rng.random() < 0.5:
+                mutate(net, rng)
+                continue
+            kept = caffe_pb2.SolverParameter()
+            kept.CopyFrom(solver)
+            if rng.random() < 0.5:
+                nudge_set_field(solver, rng)
+            else:
+                set_odd_field(solver, rng)
+            _restore(solver, kept, SOLVER_KEPT)     # where the files are, which device
+        if not 0 < solver.max_iter <= 12:
+            solver.max_iter = 12
+        for message, name in ((solver, "solver.prototxt"), (net, "net.prototxt")):
+            with open(os.path.join(folder, name), "w") as f:
+                f.write(text_format.MessageToString(message))
+
+
 # ---- run (either Python) --------------------------------------------------------------------
 def _run_one(tool, folder, meta):
     """Seeded net, seeded inputs (labels 0 or 1), forward and backward: every blob's and
@@ -347,6 +407,17 @@ def main(argv):
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         make(args.out, args.count, args.seed,
              args.corpora or [os.path.join(os.path.dirname(here), "shared", "golden")])
+    elif argv[:1] == ["make-solvers"]:
+        import argparse
+        parser = argparse.ArgumentParser(prog="mutants.py make-solvers")
+        parser.add_argument("out")
+        parser.add_argument("corpora", nargs="*")
+        parser.add_argument("--count", type=int, default=300)
+        parser.add_argument("--seed", type=int, default=1)
+        args = parser.parse_intermixed_args(argv[1:])
+        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        make_solvers(args.out, args.count, args.seed,
+                     args.corpora or [os.path.join(os.path.dirname(here), "shared", "golden")])
     elif argv[:2] == ["run", "caffe"] and len(argv) == 3:
         run_caffe(argv[2])
     elif argv[:1] in (["run"], ["run-child"]) and len(argv) == 3:
