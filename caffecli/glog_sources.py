@@ -143,6 +143,8 @@ SOURCES = {
     "main.unused_flag": "main.py:0",
     # solvers/base.py (caffecli's own: Caffe says nothing when the loss stops being finite)
     "solver.loss_not_finite": "base.py:0",
+    # cli/train.py (caffecli's own: Caffe says nothing when a Ctrl-C arrives)
+    "train.sigint": "train.py:0",
     # net.cpp
     "net.init": "net.cpp:53",
     "net.creating_layer": "net.cpp:86",

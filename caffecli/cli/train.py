@@ -14,6 +14,8 @@ from .errors import Interrupted
 
 EFFECTS = ("stop", "snapshot", "none")
 FORCE_AFTER = 3   # this many SIGINTs end training at once, whatever -sigint_effect says
+SIGINT_SAYS = {"stop": "stopping", "snapshot": "snapshotting",
+               "none": "ignored (-sigint_effect none)"}
 
 
 def requested_action(flag, value):
@@ -35,6 +37,7 @@ class SignalHandler:
         self.effects = {"SIGINT": sigint_effect, "SIGHUP": sighup_effect}
         self.got = {"SIGINT": False, "SIGHUP": False}
         self.sigints = 0
+        self.said = 0   # presses said so far
         self.lost = lambda: "stopped at once; no snapshot written"
         self.previous = {}
         for name in ("SIGINT", "SIGHUP"):
@@ -55,7 +58,19 @@ class SignalHandler:
                 self.close()
                 raise Interrupted("Ctrl-C %d times: %s" % (self.sigints, self.lost()))
 
+    def _say_presses(self):
+        """A line per Ctrl-C counted since the last call, so a user (or a script waiting for
+        it) knows the press counted. Said here, between iterations, not in the handler: a
+        handler that writes can land inside a write of the log file."""
+        while self.said < self.sigints:     # the handler only counts up; only this says
+            self.said += 1
+            left = FORCE_AFTER - self.said
+            glog.warning("train.sigint", "Ctrl-C: %s; %d more end%s the run at once, without "
+                         "a snapshot" % (SIGINT_SAYS[self.effects["SIGINT"]], left,
+                                         "s" if left == 1 else ""))
+
     def action(self):
+        self._say_presses()
         for name in ("SIGHUP", "SIGINT"):
             if self.got[name]:
                 self.got[name] = False
