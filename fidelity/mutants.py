@@ -24,6 +24,7 @@ import glob
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 
@@ -31,6 +32,7 @@ import numpy
 
 SKIPPED_KINDS = ("python", "solver", "cli", "legacy", "model")  # code, or not one net
 CASE_FILES = ("net.prototxt", "case.h5", "case.json", "init.caffemodel")  # not linked
+HANG_SECONDS = 120
 ODD_NUMBERS = [0, 1, 2, 3, -1, -2, 7, 100, 0.5, -0.5, 1e-9, 1e9, float("nan")]
 TYPES = ["Convolution", "Pooling", "InnerProduct", "ReLU", "Concat", "Slice", "Eltwise",
          "Reshape", "Crop", "Scale", "Bias", "BatchNorm", "LRN", "Softmax", "SoftmaxWithLoss",
@@ -310,12 +312,15 @@ def run(tool, out):
         with open(os.path.join(out, "current." + tool), "w") as f:
             f.write(name)
         meta = json.load(open(os.path.join(folder, "meta.json")))
+        if tool == "caffe":     # a hang in Caffe's C++ (a data layer with prefetch: 0 waits
+            signal.alarm(HANG_SECONDS)  # forever) ends the child: SIGALRM's default action
         try:
             numpy.savez(os.path.join(folder, "result.%s.npz" % tool),
                         **_run_one(tool, folder, meta))
         except Exception as exc:    # noqa: BLE001 - a refusal is a result
             with open(os.path.join(folder, "refused.%s.txt" % tool), "w") as f:
                 f.write("%s: %s" % (type(exc).__name__, str(exc)[:500]))
+        signal.alarm(0)
         open(done, "w").close()
 
 
@@ -331,6 +336,8 @@ def run_caffe(out):
             name = f.read()
         fatal = [line.split("] ", 1)[-1] for line in child.stderr.splitlines()
                  if line.startswith("F")] or child.stderr.strip().splitlines()[-1:]
+        if child.returncode == -signal.SIGALRM:
+            fatal = ["hung: stopped after %d s" % HANG_SECONDS]
         folder = os.path.join(out, name)
         with open(os.path.join(folder, "refused.caffe.txt"), "w") as f:
             f.write("aborted: %s" % (fatal[0] if fatal else child.returncode))
