@@ -12,11 +12,14 @@ import random
 import re
 import shutil
 
+import numpy
 import pytest
 
 from bad_input_helpers import assert_clean_end, make_workspace, run_command
 from test_cli import run_subprocess
 from test_zoo import zoo_dir
+
+from fidelity import mutants
 
 SEED = 20261123
 BAD_NUMBERS = ["-1", "0", "-2147483649", "4294967296", "1e40", "-1e40"]
@@ -155,3 +158,61 @@ def test_mutated_zoo_prototxt_ends_cleanly(tmp_path, name, kind):
     (tmp_path / name).write_bytes(mutate(data, kind, random.Random(SEED + len(name))))
     check_run(tmp_path, ["test", "-model", name, "-weights", "none.caffemodel",
                          "-iterations", "1"])
+
+
+# ---- structural edits of the golden nets (fidelity/mutants.py's, without Caffe) -------------
+MUTANTS = 1500
+MUTANT_BLOB_LIMIT = 1 << 22     # values a mutant may ask for: larger ones are skipped, not run
+
+
+def _golden_nets():
+    from golden import golden_dir
+    from caffecli.proto.io import read_net_param
+    root = golden_dir()
+    if root is None:
+        return []
+    nets = []
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name, "net.prototxt")
+        if name.split("__")[0] not in mutants.SKIPPED_KINDS + ("data",) and os.path.exists(path):
+            nets.append(read_net_param(path))
+    return nets
+
+
+def test_mutated_golden_nets_run_or_refuse_in_one_line():
+    """A field nudged or made odd, a bottom renamed, a layer dropped or retyped: every mutant
+    either runs forward and backward or is refused with a CaffeError; any other exception is
+    a bug (a blob with no values, a division by a zero count, bytes for a name ...)."""
+    from golden import require_golden
+    from caffecli import context
+    from caffecli.errors import CaffeError
+    from caffecli.net import Net, TEST, TRAIN
+    from caffecli.proto import caffe_pb2
+    require_golden()
+    bases, rnd = _golden_nets(), random.Random(SEED)
+    ran = refused = 0
+    bugs = []
+    for i in range(MUTANTS):
+        net = caffe_pb2.NetParameter()
+        net.CopyFrom(rnd.choice(bases))
+        for _ in range(rnd.choice([1, 1, 2, 3])):
+            mutants.mutate(net, rnd)
+        net.force_backward = rnd.random() < 0.5
+        context.set_random_seed(i + 1)
+        try:
+            built = Net(net, rnd.choice([TRAIN, TEST]), log=False)
+            if max((r.blob.count for r in built.blob_records), default=0) > MUTANT_BLOB_LIMIT:
+                continue
+            inputs = numpy.random.RandomState(i)
+            for blob in built.input_blobs:
+                blob.data[...] = inputs.randint(0, 2, blob.shape)
+            with numpy.errstate(all="ignore"):
+                built.forward_pass()
+                built.backward_pass()
+            ran += 1
+        except CaffeError:
+            refused += 1
+        except Exception as exc:  # noqa: BLE001 - what the test looks for
+            bugs.append("mutant %d: %s: %s\n%s" % (i, type(exc).__name__, exc, net))
+    assert not bugs, bugs[0]
+    assert ran > MUTANTS // 10 and refused > MUTANTS // 10, (ran, refused)
