@@ -7,11 +7,12 @@ import h5py
 import numpy
 import pytest
 
-from caffecli import glog
+from caffecli import Net, TRAIN, glog
 from caffecli.cli import errors as cli_errors
 from caffecli.data import prefetch
 from caffecli.errors import CaffeError
 from caffecli.proto import caffe_pb2
+from caffecli.proto.io import parse_text
 
 from bad_input_helpers import assert_clean_end, make_workspace, run_command
 
@@ -260,8 +261,6 @@ def test_the_error_is_the_last_line_even_with_a_prefetch_thread_logging(capsys):
 
 def test_a_helpers_error_names_the_layer():
     """A filler does not know its layer; the error still names it (one line, exit 1)."""
-    from caffecli import Net, TRAIN
-    from caffecli.proto.io import parse_text
     text = '''layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 } } }
 layer { name: "b" type: "Bias" bottom: "x" top: "y"
         bias_param { axis: 0 num_axes: 0 filler { type: "xavier" } } }'''
@@ -284,8 +283,6 @@ def test_layer_name_in_weights_that_is_not_utf8(ws):
 
 
 def _net_text(text):
-    from caffecli import Net, TRAIN
-    from caffecli.proto.io import parse_text
     return Net(parse_text(text, caffe_pb2.NetParameter()), TRAIN, log=False)
 
 

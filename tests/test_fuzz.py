@@ -16,6 +16,12 @@ import numpy
 import pytest
 
 from bad_input_helpers import assert_clean_end, make_workspace, run_command
+from caffecli import context
+from caffecli.errors import CaffeError
+from caffecli.net import Net, TEST, TRAIN
+from caffecli.proto import caffe_pb2
+from caffecli.proto.io import read_net_param
+from golden import golden_dir, require_golden
 from test_cli import run_subprocess
 from test_zoo import zoo_dir
 
@@ -166,8 +172,6 @@ MUTANT_BLOB_LIMIT = 1 << 22     # values a mutant may ask for: larger ones are s
 
 
 def _golden_nets():
-    from golden import golden_dir
-    from caffecli.proto.io import read_net_param
     root = golden_dir()
     if root is None:
         return []
@@ -183,11 +187,6 @@ def test_mutated_golden_nets_run_or_refuse_in_one_line():
     """A field nudged or made odd, a bottom renamed, a layer dropped or retyped: every mutant
     either runs forward and backward or is refused with a CaffeError; any other exception is
     a bug (a blob with no values, a division by a zero count, bytes for a name ...)."""
-    from golden import require_golden
-    from caffecli import context
-    from caffecli.errors import CaffeError
-    from caffecli.net import Net, TEST, TRAIN
-    from caffecli.proto import caffe_pb2
     require_golden()
     bases, rnd = _golden_nets(), random.Random(SEED)
     ran = refused = 0
