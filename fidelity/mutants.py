@@ -20,15 +20,19 @@ corpus's solver cases instead (at most 12 iterations), for compare_logs.py to tr
 Mutations are made in caffecli's protobuf messages; ``run caffe`` reads only the text files,
 with numpy and pycaffe.
 """
+import argparse
+import ctypes
 import glob
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 
 import numpy
+from google.protobuf import text_format
 
 SKIPPED_KINDS = ("python", "solver", "cli", "legacy", "model")  # code, or not one net
 CASE_FILES = ("net.prototxt", "case.h5", "case.json", "init.caffemodel")  # not linked
@@ -173,7 +177,7 @@ def mutate(net, rng):
 
 
 def make(out, count, seed, corpora):
-    from google.protobuf import text_format
+    # caffecli loads here, not at the top: ``run caffe`` runs this file in Caffe's Python
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from caffecli.errors import CaffeError
     from caffecli.proto import caffe_pb2
@@ -230,8 +234,6 @@ def _restore(message, kept, names):
 def make_solvers(out, count, seed, corpora):
     """Solver cases (golden solver__* folders) with their solver or their net edited, at most
     12 iterations, for ``compare_logs.py OUT/* -- train -solver solver.prototxt``."""
-    import shutil
-    from google.protobuf import text_format
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from caffecli.proto import caffe_pb2
 
@@ -268,8 +270,7 @@ def make_solvers(out, count, seed, corpora):
 def _run_one(tool, folder, meta):
     """Seeded net, seeded inputs (labels 0 or 1), forward and backward: every blob's and
     parameter's data and diff."""
-    if tool == "caffe":
-        import ctypes
+    if tool == "caffe":        # each Python imports only its own tool
         import caffe
         caffe.set_mode_cpu()
         caffe.set_random_seed(meta["seed"])
@@ -402,29 +403,21 @@ def compare(out):
     print(", ".join("%s %d" % kv for kv in sorted(tally.items())))
 
 
+MAKERS = {"make": ("make", 500), "make-solvers": ("make_solvers", 300)}
+
+
 def main(argv):
-    if argv[:1] == ["make"]:
-        import argparse
-        parser = argparse.ArgumentParser(prog="mutants.py make")
+    if argv[:1] and argv[0] in MAKERS:
+        maker, count = MAKERS[argv[0]]
+        parser = argparse.ArgumentParser(prog="mutants.py " + argv[0])
         parser.add_argument("out")
         parser.add_argument("corpora", nargs="*")
-        parser.add_argument("--count", type=int, default=500)
+        parser.add_argument("--count", type=int, default=count)
         parser.add_argument("--seed", type=int, default=1)
         args = parser.parse_intermixed_args(argv[1:])
         here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        make(args.out, args.count, args.seed,
-             args.corpora or [os.path.join(os.path.dirname(here), "shared", "golden")])
-    elif argv[:1] == ["make-solvers"]:
-        import argparse
-        parser = argparse.ArgumentParser(prog="mutants.py make-solvers")
-        parser.add_argument("out")
-        parser.add_argument("corpora", nargs="*")
-        parser.add_argument("--count", type=int, default=300)
-        parser.add_argument("--seed", type=int, default=1)
-        args = parser.parse_intermixed_args(argv[1:])
-        here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        make_solvers(args.out, args.count, args.seed,
-                     args.corpora or [os.path.join(os.path.dirname(here), "shared", "golden")])
+        globals()[maker](args.out, args.count, args.seed, args.corpora
+                         or [os.path.join(os.path.dirname(here), "shared", "golden")])
     elif argv[:2] == ["run", "caffe"] and len(argv) == 3:
         run_caffe(argv[2])
     elif argv[:1] in (["run"], ["run-child"]) and len(argv) == 3:
