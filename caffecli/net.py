@@ -57,8 +57,20 @@ class Net:
         self.debug_info = self.param.debug_info
 
     # ---- running -------------------------------------------------------------------------
+    def _check_not_empty(self):
+        """Caffe aborts on running a net without layers ('Check failed: end < layers_.size()');
+        its include/exclude rules left none for this state."""
+        if not self.records:
+            state = self.param.state
+            raise CaffeError(
+                "net '%s' has no layers to run in phase %s, level %d, stages [%s]: its "
+                "include/exclude rules leave none" % (
+                    self.param.name, caffe_pb2.Phase.Name(state.phase), state.level,
+                    ", ".join(state.stage)))
+
     def forward_from_to(self, start=0, end=None, loss=0.0):
         """Run layers start..end inclusive; return ``loss`` plus their weighted losses."""
+        self._check_not_empty()
         end = len(self.records) - 1 if end is None else end
         for i in range(start, end + 1):
             rec = self.records[i]
@@ -76,6 +88,7 @@ class Net:
         return self.forward_from_to(0, len(self.records) - 1)
 
     def backward_from_to(self, start=None, end=0):
+        self._check_not_empty()
         start = len(self.records) - 1 if start is None else start
         for i in range(start, end - 1, -1):
             rec = self.records[i]

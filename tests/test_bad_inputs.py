@@ -378,3 +378,25 @@ def test_an_empty_batch_that_caffe_divides_by_is_one_error():
     with pytest.raises(CaffeError, match=r"^Layer h \(HingeLoss\): cannot forward a bottom with "
                                          r"no values \(shape 0 3 4 4 \(0\)\): ZeroDivision"):
         net.forward_pass()
+
+
+EMPTY_IN_TEST = '''name: "only_train"
+layer { name: "x" type: "Input" top: "x" include { phase: TRAIN }
+  input_param { shape { dim: 2 dim: 3 } } }
+layer { name: "r" type: "ReLU" bottom: "x" top: "y" include { phase: TRAIN } }
+'''
+
+
+def test_a_net_its_rules_leave_empty_is_refused_when_run(tmp_path):
+    """Caffe builds it and aborts on running it ('Check failed: end < layers_.size()')."""
+    net = Net(parse_text(EMPTY_IN_TEST, caffe_pb2.NetParameter()), caffe_pb2.TEST,
+              stages=["deploy"], log=False)
+    assert net.blob_names == []
+    needle = (r"net 'only_train' has no layers to run in phase TEST, level 0, stages \[deploy\]: "
+              r"its include/exclude rules leave none")
+    for run in (net.forward_pass, net.backward_pass):
+        with pytest.raises(CaffeError, match=needle):
+            run()
+    (tmp_path / "net.prototxt").write_text(EMPTY_IN_TEST)
+    check(["time", "-model", "net.prototxt", "-phase", "TEST", "-iterations", "1"], tmp_path,
+          "has no layers to run in phase TEST")
