@@ -3,7 +3,7 @@ NetStateRule filtering, automatic splits, in-place tops, loss weights, need-back
 and parameter sharing by name, with Caffe's set-up log lines. Each layer, blob and parameter is
 one small record."""
 from . import glog
-from .blob import Blob
+from .blob import Blob, shape_string
 from .errors import CaffeError
 from .proto import caffe_pb2
 from .proto.io import net_to_text
@@ -119,7 +119,16 @@ class GraphBuilder:
         # the net's own copy of the specs decides what learns: a layer's SetUp may add specs to
         # its copy (BatchNorm pins lr_mult 0 there, which the solver then reads)
         lr_mults = [spec.lr_mult for spec in lp.param]
+        in_place = [(top, top.shape, tid) for top, tid in zip(rec.tops, rec.top_ids)
+                    if tid in rec.bottom_ids]
         layer.SetUp(rec.bottoms, rec.tops)
+        for top, shape, tid in in_place:    # Caffe goes on with the bottom's values cut or stale
+            if top.shape != shape:
+                raise CaffeError(
+                    "Layer %s (%s) cannot compute in place: it reshapes its bottom and top "
+                    "'%s' from %s to %s; give the top a name of its own" % (
+                        lp.name, lp.type, self.blob_records[tid].name, shape_string(shape),
+                        top.shape_string()))
         self._info("net.setting_up", "Setting up " + lp.name)
         for j, (top, tid) in enumerate(zip(rec.tops, rec.top_ids)):
             self.blob_records[tid].loss_weight = layer.loss(j)

@@ -400,3 +400,17 @@ def test_a_net_its_rules_leave_empty_is_refused_when_run(tmp_path):
     (tmp_path / "net.prototxt").write_text(EMPTY_IN_TEST)
     check(["time", "-model", "net.prototxt", "-phase", "TEST", "-iterations", "1"], tmp_path,
           "has no layers to run in phase TEST")
+
+
+def test_a_layer_that_would_reshape_its_bottom_in_place_is_refused():
+    """Caffe lets a Reduction (or any layer that reshapes) write in place and goes on with the
+    bottom cut to one value; caffecli's layers upstream then failed in backward."""
+    text = ('layer { name: "x" type: "Input" top: "x" input_param { shape { dim: 3 dim: 4 } } }\n'
+            'layer { name: "s" type: "Scale" bottom: "x" top: "c" }\n'
+            'layer { name: "r" type: "Reduction" bottom: "c" top: "c" }')
+    with pytest.raises(CaffeError, match=r"^Layer r \(Reduction\) cannot compute in place: it "
+                                         r"reshapes its bottom and top 'c' from 3 4 \(12\) to "
+                                         r"\(1\); give the top a name of its own$"):
+        _net_text(text)
+    net = _net_text(text.replace('bottom: "c" top: "c"', 'bottom: "c" top: "r"'))
+    assert net.blobs["c"].shape == (3, 4) and net.blobs["r"].shape == ()
