@@ -68,7 +68,7 @@ def test_flags_a_command_does_not_use_are_warned_about_and_ignored(tmp_path):
                                   "-weights", "nothing.caffemodel", "-sighup_effect", "stop",
                                   "-v", "0"], tmp_path)
     assert status == 0, err[-2000:]
-    warnings = [l for l in err.splitlines() if l.startswith("W")]
+    warnings = [line for line in err.splitlines() if line.startswith("W")]
     assert len(warnings) == 2   # -v is glog's: every command uses it
     assert "-weights is not used by 'time'" in warnings[0]
     assert "-sighup_effect is not used by 'time'" in warnings[1]
