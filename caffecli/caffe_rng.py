@@ -149,6 +149,10 @@ class CRand:
     from it, not from Caffe's stream. One per process, as C's is."""
 
     def __init__(self, seed=1):
+        self.srand(seed)
+
+    def srand(self, seed):
+        """Start over from ``seed`` as glibc's srand does (0 counts as 1)."""
         word = seed or 1
         r = [word]
         for _ in range(1, 31):

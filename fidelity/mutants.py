@@ -176,22 +176,30 @@ def mutate(net, rng):
         set_odd_field(spec, rng)
 
 
-def make(out, count, seed, corpora):
+def net_bases(corpora, skipped=SKIPPED_KINDS):
+    """(path, NetParameter) of every case net of ``corpora`` whose kind is not ``skipped``
+    and that parses."""
     # caffecli loads here, not at the top: ``run caffe`` runs this file in Caffe's Python
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     from caffecli.errors import CaffeError
-    from caffecli.proto import caffe_pb2
     from caffecli.proto.io import read_net_param
 
     bases = []
     for corpus in corpora:
         for path in sorted(glob.glob(os.path.join(corpus, "*", "net.prototxt"))):
-            if os.path.basename(os.path.dirname(path)).split("__")[0] in SKIPPED_KINDS:
+            if os.path.basename(os.path.dirname(path)).split("__")[0] in skipped:
                 continue
             try:
                 bases.append((path, read_net_param(path)))
             except CaffeError:
                 pass
+    return bases
+
+
+def make(out, count, seed, corpora):
+    from caffecli.proto import caffe_pb2     # after net_bases put caffecli on the path
+
+    bases = net_bases(corpora)
     rng = random.Random(seed)
     for i in range(count):
         path, base = rng.choice(bases)
@@ -279,7 +287,7 @@ def _run_one(tool, folder, meta):
         import caffecli as caffe
         from caffecli import caffe_rng, context
         context.set_random_seed(meta["seed"])
-        caffe_rng.c_rand.__init__()
+        caffe_rng.c_rand.srand(1)
     os.chdir(folder)        # data layers' sources are relative to the case
     net = caffe.Net("net.prototxt", getattr(caffe, meta["phase"]))
     rs = numpy.random.RandomState(meta["seed"])

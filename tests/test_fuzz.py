@@ -20,7 +20,6 @@ from caffecli import context
 from caffecli.errors import CaffeError
 from caffecli.net import Net, TEST, TRAIN
 from caffecli.proto import caffe_pb2
-from caffecli.proto.io import read_net_param
 from golden import golden_dir, require_golden
 from test_cli import run_subprocess
 from test_zoo import zoo_dir
@@ -171,24 +170,14 @@ MUTANTS = 1500
 MUTANT_BLOB_LIMIT = 1 << 22     # values a mutant may ask for: larger ones are skipped, not run
 
 
-def _golden_nets():
-    root = golden_dir()
-    if root is None:
-        return []
-    nets = []
-    for name in sorted(os.listdir(root)):
-        path = os.path.join(root, name, "net.prototxt")
-        if name.split("__")[0] not in mutants.SKIPPED_KINDS + ("data",) and os.path.exists(path):
-            nets.append(read_net_param(path))
-    return nets
-
-
 def test_mutated_golden_nets_run_or_refuse_in_one_line():
     """A field nudged or made odd, a bottom renamed, a layer dropped or retyped: every mutant
     either runs forward and backward or is refused with a CaffeError; any other exception is
     a bug (a blob with no values, a division by a zero count, bytes for a name ...)."""
     require_golden()
-    bases, rnd = _golden_nets(), random.Random(SEED)
+    bases = [net for _, net in mutants.net_bases([golden_dir()],
+                                                 mutants.SKIPPED_KINDS + ("data",))]
+    rnd = random.Random(SEED)
     ran = refused = 0
     bugs = []
     for i in range(MUTANTS):
