@@ -69,6 +69,8 @@ def compare(folder, args, kinds_only=False):
 
 
 def main():
+    if "--" not in sys.argv:
+        sys.exit(__doc__)
     split = sys.argv.index("--")
     folders, args = sys.argv[1:split], sys.argv[split + 1:]
     kinds_only = "--kinds-only" in folders

@@ -365,3 +365,30 @@ def test_snapshot_diff_writes_gradients(tmp_path, monkeypatch):
     model = read_binary(s.snapshot()[0], caffe_pb2.NetParameter())
     ip = [l for l in model.layer if l.name == "ip"][0]
     assert len(ip.blobs[0].diff) == 1 and ip.blobs[0].diff[0] != 0
+
+
+V1_NET_WITH_STAGES = '''
+name: "v1"
+layers { name: "x" type: DUMMY_DATA top: "x" top: "t"
+         dummy_data_param { shape { dim: 2 dim: 3 } shape { dim: 2 dim: 1 } } }
+layers { name: "ip" type: INNER_PRODUCT bottom: "x" top: "y"
+         inner_product_param { num_output: 1 weight_filler { type: "constant" value: 1 } } }
+layers { name: "loss" type: EUCLIDEAN_LOSS bottom: "y" bottom: "t" top: "loss" }
+layers { name: "acc" type: EUCLIDEAN_LOSS bottom: "y" bottom: "t" top: "on_train"
+         include { phase: TEST stage: "test-on-train" } }
+'''
+
+
+def test_v1_net_param_inside_a_solver_is_upgraded(logs):
+    """BVLC's lenet_consolidated_solver.prototxt writes its net inline in the V1 format; Caffe
+    builds that as a net of no layers and aborts, caffecli upgrades it as a net file's."""
+    p = solver_param('type: "SGD" base_lr: 0.1 lr_policy: "fixed" max_iter: 1 display: 0 '
+                     'test_iter: 1 test_iter: 1 test_interval: 1 snapshot_after_train: false '
+                     'test_state { stage: "test-on-test" } test_state { stage: "test-on-train" }',
+                     V1_NET_WITH_STAGES)
+    s = solvers.get_solver(p)
+    assert [rec.layer.type for rec in s.net.records] == ["DummyData", "InnerProduct",
+                                                        "EuclideanLoss"]
+    assert [n.output_names for n in s.test_nets] == [["loss"], ["loss", "on_train"]]
+    s.solve()
+    assert "Test net output #1: on_train = " in logs.getvalue()
