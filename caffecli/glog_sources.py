@@ -85,6 +85,9 @@ SOURCES = {
     "convert_mnist_data.items": "convert_mnist_data.cpp:88",
     "convert_mnist_data.rows_cols": "convert_mnist_data.cpp:89",
     "convert_mnist_data.processed": "convert_mnist_data.cpp:108",
+    # examples/siamese/convert_mnist_siamese_data.cpp
+    "convert_mnist_siamese_data.items": "convert_mnist_siamese_data.cpp:85",
+    "convert_mnist_siamese_data.rows_cols": "convert_mnist_siamese_data.cpp:86",
     # data_layer.cpp
     "data.output_size": "data_layer.cpp:45",
     "data.restarting": "data_layer.cpp:73",

@@ -1,4 +1,4 @@
-"""Solvers: closed-form updates for every rule, lr policies, the step loop, logs and set-up errors."""
+"""Solvers: closed-form updates for every rule, lr policies, the step loop, logs, set-up errors."""
 import math
 import os
 
@@ -363,7 +363,7 @@ def test_snapshot_diff_writes_gradients(tmp_path, monkeypatch):
              'snapshot_prefix: "d"')
     s.step(1)
     model = read_binary(s.snapshot()[0], caffe_pb2.NetParameter())
-    ip = [l for l in model.layer if l.name == "ip"][0]
+    ip = [lp for lp in model.layer if lp.name == "ip"][0]
     assert len(ip.blobs[0].diff) == 1 and ip.blobs[0].diff[0] != 0
 
 

@@ -16,6 +16,8 @@ TOOLS = {
                            "convert the CIFAR-10 binary batches to lmdb/leveldb"),
     "convert_mnist_data": ("convert_mnist_data", "convert_mnist_data",
                            "convert the MNIST idx files to lmdb/leveldb"),
+    "convert_mnist_siamese_data": ("convert_mnist_siamese_data", "convert_mnist_siamese_data",
+                                   "pair MNIST digits at random for a siamese net"),
     "extract_features": ("extract_features", "extract_features",
                          "write a trained net's blobs for a dataset to lmdb/leveldb"),
     "upgrade_net_proto_text": ("upgrade_proto", "upgrade_net_proto_text",
