@@ -29,8 +29,12 @@ class Net:
             self.source = as_path(param)
             param = read_net_param(self.source)
         else:
+            # Caffe's Net(NetParameter) upgrades nothing; caffecli upgrades the old formats it
+            # would read as no layers (a solver's inline V1 net), but not BatchNorm's three
+            # param specs: that check stays true once upgraded (Caffe upgrades them as it
+            # reads the file, once) and BatchNorm refuses a learned statistic itself
             self.source = "<net>"
-            param = upgrade_net_as_needed(_copy(param), self.source)
+            param = upgrade_net_as_needed(_copy(param), self.source, batch_norm=False)
         if phase is not None:
             param.state.phase = phase
             param.state.level = level

@@ -5,7 +5,9 @@ in the numbers of lines that are not timings, in stdout or in the files written:
     python fidelity/compare_logs.py [--kinds-only] OUT/conv__r0 OUT/net__r3 ... -- time ...
 
 --kinds-only skips the numbers: for a command whose values come from random fills (``time``
-without weights), which Caffe draws from its own generator.
+without weights), which Caffe draws from its own generator. Lines of the data layers' prefetch
+threads ("Waiting for data", "Restarting data prefetching from start.") are left out of both
+logs: where they fall depends on the threads' timing.
 """
 import difflib
 import os
@@ -20,6 +22,11 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 from test_cli import GLOG_LINE, NUMBER, line_kinds  # noqa: E402
 
 TIMING = re.compile(r"iter/s|ms\.|Elapsed|Average|Total Time|ms$")
+PREFETCH = re.compile(r"\] (Waiting for data|Restarting data prefetching from start\.)$")
+
+
+def without_prefetch_lines(text):
+    return "\n".join(line for line in text.splitlines() if not PREFETCH.search(line))
 
 
 def numbers(text):
@@ -52,13 +59,14 @@ def compare(folder, args, kinds_only=False):
     bad = []
     if b.returncode:
         bad.append("caffecli exit %d: %s" % (b.returncode, b.stderr[-300:]))
-    ka, kb = line_kinds(a.stderr), line_kinds(b.stderr)
+    log_a, log_b = without_prefetch_lines(a.stderr), without_prefetch_lines(b.stderr)
+    ka, kb = line_kinds(log_a), line_kinds(log_b)
     if ka != kb:
         bad.append("\n".join(list(difflib.unified_diff(
             ["%s %s %s" % k for k in ka], ["%s %s %s" % k for k in kb], "caffe", "caffecli",
             lineterm="", n=1))[:30]))
     elif not kinds_only:
-        for (ma, xa), (mb, xb) in zip(numbers(a.stderr), numbers(b.stderr)):
+        for (ma, xa), (mb, xb) in zip(numbers(log_a), numbers(log_b)):
             if len(xa) != len(xb) or any(differ(p, q) for p, q in zip(xa, xb)):
                 bad.append("caffe: %s\n  caffecli: %s" % (ma, mb))
     if a.stdout != b.stdout:

@@ -213,6 +213,22 @@ def test_batchnorm_three_param_specs_are_frozen(logs):
     assert "upgrade_proto.cpp:79] Attempting to upgrade batch norm layers" in logs.getvalue()
 
 
+def test_batchnorm_upgrade_is_logged_once_for_a_net_file(tmp_path, logs):
+    """Caffe upgrades BatchNorm's param specs as it reads the file; the upgraded net still has
+    three specs, and building the net from it logs nothing more (Caffe's Net() does not
+    upgrade; cifar10_full_sigmoid_train_test_bn.prototxt has such layers)."""
+    path = tmp_path / "bn.prototxt"
+    path.write_text('layer { name: "x" type: "Input" top: "x" '
+                    '        input_param { shape { dim: 2 dim: 3 } } } '
+                    'layer { name: "bn" type: "BatchNorm" bottom: "x" top: "y" '
+                    '        param { lr_mult: 1 } param { lr_mult: 1 } param { lr_mult: 1 } }')
+    net = Net(read_net_param(str(path)), caffe_pb2.TRAIN, log=False)
+    assert logs.getvalue().count("Attempting to upgrade batch norm layers") == 1
+    assert [s.lr_mult for s in net.layer_by_name("bn").layer_param.param] == [0, 0, 0]
+    Net(str(path), caffe_pb2.TRAIN, log=False)
+    assert logs.getvalue().count("Attempting to upgrade batch norm layers") == 2
+
+
 def test_current_net_is_untouched(logs):
     text = 'name: "x" layer { name: "r" type: "ReLU" bottom: "a" top: "b" }'
     p = upgraded(text)

@@ -206,8 +206,9 @@ def upgrade_net_batchnorm(param):
 
 
 # ---- entry points ---------------------------------------------------------------------
-def upgrade_net_as_needed(param, source="<net>"):
-    """Upgrade ``param`` in place (and return it) as Caffe's UpgradeNetAsNeeded does."""
+def upgrade_net_as_needed(param, source="<net>", batch_norm=True):
+    """Upgrade ``param`` in place (and return it) as Caffe's UpgradeNetAsNeeded does; without
+    ``batch_norm``, BatchNorm's three param specs are left as they are."""
     if net_needs_v0_to_v1_upgrade(param):
         glog.info("upgrade_proto.v0_attempt",
                   "Attempting to upgrade input file specified using deprecated "
@@ -260,7 +261,7 @@ def upgrade_net_as_needed(param, source="<net>"):
         glog.warning("upgrade_proto.input_note",
                      "Note that future Caffe releases will only support "
                      "input layers and not input fields.")
-    if net_needs_batchnorm_upgrade(param):
+    if batch_norm and net_needs_batchnorm_upgrade(param):
         glog.info("upgrade_proto.batchnorm_attempt",
                   "Attempting to upgrade batch norm layers using deprecated "
                   "params: " + source)
