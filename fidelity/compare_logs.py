@@ -7,7 +7,8 @@ in the numbers of lines that are not timings, in stdout or in the files written:
 --kinds-only skips the numbers: for a command whose values come from random fills (``time``
 without weights), which Caffe draws from its own generator. Lines of the data layers' prefetch
 threads ("Waiting for data", "Restarting data prefetching from start.") are left out of both
-logs: where they fall depends on the threads' timing.
+logs: where they fall depends on the threads' timing. A case's symbolic links (to its data, as
+examples.py and mutants.py make them, absolute) are copied as links.
 """
 import difflib
 import os
@@ -48,7 +49,7 @@ def compare(folder, args, kinds_only=False):
     """A list of differences (empty when the logs agree), or None when Caffe itself failed."""
     with tempfile.TemporaryDirectory() as theirs, tempfile.TemporaryDirectory() as ours:
         for t in (theirs, ours):
-            shutil.copytree(folder, t, dirs_exist_ok=True)
+            shutil.copytree(folder, t, symlinks=True, dirs_exist_ok=True)  # data stay linked
         a = subprocess.run(["caffe"] + args, cwd=theirs, capture_output=True, text=True,
                            env=dict(os.environ, GLOG_logtostderr="1"))
         if a.returncode:
