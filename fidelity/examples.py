@@ -7,8 +7,8 @@ compare_logs.py to compare:
         -- train -solver solver.prototxt
 
 $CAFFE is a BVLC Caffe checkout built in ``build/`` (its tools and example converters;
-``--build`` names another folder). The
-data are random images whose colour or brightness follows the label, so that training moves:
+``--build`` names another folder). The data are random images whose brightness follows the
+label, so that training moves:
 MNIST's idx files (LMDB; the siamese pairs through caffecli's converter, seeded), CIFAR-10's
 binary batches, and JPEGs of random sizes for the ImageNet models (resized to 256x256, mean
 computed), whose batches are cut to 4 (train) and 2 (test). Each case's solver gets
