@@ -98,7 +98,7 @@ def test_convert_mnist_data_errors(tmp_path):
         convert_mnist_data.run(str(tmp_path / "nope"), lab2, str(tmp_path / "z"))
 
 
-def test_convert_mnist_siamese_data_pairs_from_caffes_generator(tmp_path):
+def test_convert_mnist_siamese_data_pairs_from_caffes_generator(tmp_path, logs):
     images = numpy.arange(7 * 4 * 3).reshape(7, 4, 3) % 256
     labels = [3, 1, 4, 1, 5, 9, 3]
     img, lab = write_mnist(str(tmp_path), images, labels)
@@ -106,6 +106,9 @@ def test_convert_mnist_siamese_data_pairs_from_caffes_generator(tmp_path):
     result = CliRunner().invoke(convert_mnist_siamese_data.convert_mnist_siamese_data,
                                 [img, lab, out, "--seed=5489"])
     assert result.exit_code == 0, result.output
+    # the example opens its leveldb itself: no "Opened leveldb" line of Caffe's db classes
+    assert "convert_mnist_siamese_data.cpp:85] A total of 7 items." in logs.getvalue()
+    assert "Opened" not in logs.getvalue()
     recs = records(out, "leveldb")
     assert [k for k, _ in recs] == ["%08d" % i for i in range(7)]
     # mt19937 seeded with 5489 (std's default) starts 3499211612, 581869302, ...

@@ -301,9 +301,11 @@ def iterate(path, backend):
 
 class new_database:
     """Context manager for converters: write into a temporary folder beside ``path`` and rename
-    it to ``path`` only when the block succeeds, so a failed run leaves no half-written db."""
+    it to ``path`` only when the block succeeds, so a failed run leaves no half-written db;
+    ``announce`` False leaves out Caffe's "Opened" line (a tool that opens its db directly)."""
 
-    def __init__(self, path, backend):
+    def __init__(self, path, backend, announce=True):
+        self.announce = announce
         self.given = path
         self.path = os.path.normpath(path)
         self.backend = backend_name(backend)
@@ -320,7 +322,8 @@ class new_database:
         if os.path.exists(self.tmp):
             shutil.rmtree(self.tmp)
         self.writer = open_writer(self.tmp, self.backend)
-        say_opened(self.backend, self.given)
+        if self.announce:
+            say_opened(self.backend, self.given)
         return self.writer
 
     def __exit__(self, exc_type, exc, tb):

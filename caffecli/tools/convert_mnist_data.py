@@ -47,26 +47,45 @@ def convert_mnist_data(backend, image_file, label_file, db_path):
     run(image_file, label_file, db_path, backend)
 
 
-def run(image_file, label_file, db_path, backend="lmdb"):
-    image_file, label_file, db_path = as_path(image_file), as_path(label_file), as_path(db_path)
+def read_mnist(image_file, label_file):
+    """(pixels (N, rows * cols) uint8, labels int8, rows, cols) of MNIST's image and label idx
+    files, which must hold as many items."""
     (num_items, rows, cols), pixels = read_idx(image_file, 2051, "image")
     (num_labels,), labels = read_idx(label_file, 2049, "label")
     if num_items != num_labels:
         raise CaffeError("%s has %d images but %s has %d labels"
                          % (image_file, num_items, label_file, num_labels))
-    pixels = pixels.reshape(num_items, rows * cols)
-    labels = labels.view(numpy.int8)   # Caffe reads the label as a (signed) char
-    datum = caffe_pb2.Datum(channels=1, height=rows, width=cols)
-    with db_mod.new_database(db_path, backend) as writer, \
-            progress(num_items, "convert_mnist_data") as bar:
-        glog.info("convert_mnist_data.items", "A total of %d items." % num_items)
-        glog.info("convert_mnist_data.rows_cols", "Rows: %d Cols: %d" % (rows, cols))
-        for item_id in range(num_items):
-            datum.data = pixels[item_id].tobytes()
-            datum.label = int(labels[item_id])
-            writer.put("%08d" % item_id, datum.SerializeToString())
-            if (item_id + 1) % 1000 == 0:
+    # Caffe reads the label as a (signed) char
+    return pixels.reshape(num_items, rows * cols), labels.view(numpy.int8), rows, cols
+
+
+def write_records(db_path, backend, tool, count, records, announce=(), say_opened=True):
+    """Write ``count`` (key, value) ``records`` into a new database, committed every 1000 under
+    a progress bar; ``announce`` holds (log line, message) pairs, logged once it is open (after
+    Caffe's "Opened" line, unless ``say_opened`` is False)."""
+    with db_mod.new_database(db_path, backend, say_opened) as writer, \
+            progress(count, tool) as bar:
+        for line, message in announce:
+            glog.info(line, message)
+        for done, (key, value) in enumerate(records, 1):
+            writer.put(key, value)
+            if done % 1000 == 0:
                 writer.commit()
                 bar.update(1000)
-    glog.info("convert_mnist_data.processed", "Processed %d files." % num_items)
-    return num_items
+
+
+def run(image_file, label_file, db_path, backend="lmdb"):
+    image_file, label_file, db_path = as_path(image_file), as_path(label_file), as_path(db_path)
+    pixels, labels, rows, cols = read_mnist(image_file, label_file)
+    datum = caffe_pb2.Datum(channels=1, height=rows, width=cols)
+
+    def records():
+        for item_id, (image, label) in enumerate(zip(pixels, labels)):
+            datum.data = image.tobytes()
+            datum.label = int(label)
+            yield "%08d" % item_id, datum.SerializeToString()
+    write_records(db_path, backend, "convert_mnist_data", len(labels), records(), [
+        ("convert_mnist_data.items", "A total of %d items." % len(labels)),
+        ("convert_mnist_data.rows_cols", "Rows: %d Cols: %d" % (rows, cols))])
+    glog.info("convert_mnist_data.processed", "Processed %d files." % len(labels))
+    return len(labels)

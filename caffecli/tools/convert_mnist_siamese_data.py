@@ -8,15 +8,11 @@ repeatable.
 import click
 import numpy
 
-from .. import glog
 from ..caffe_rng import Stream
-from ..data import db as db_mod
-from ..errors import CaffeError
 from ..proto import caffe_pb2
 from ..util.paths import as_path
-from ..util.progress import progress
 from ._common import GflagsCommand
-from .convert_mnist_data import read_idx
+from .convert_mnist_data import read_mnist, write_records
 
 
 @click.command("convert_mnist_siamese_data", cls=GflagsCommand,
@@ -45,24 +41,18 @@ def pairs(num_items, seed=-1):
 
 def run(image_file, label_file, db_path, backend="leveldb", seed=-1):
     image_file, label_file, db_path = as_path(image_file), as_path(label_file), as_path(db_path)
-    (num_items, rows, cols), pixels = read_idx(image_file, 2051, "image")
-    (num_labels,), labels = read_idx(label_file, 2049, "label")
-    if num_items != num_labels:
-        raise CaffeError("%s has %d images but %s has %d labels"
-                         % (image_file, num_items, label_file, num_labels))
-    pixels = pixels.reshape(num_items, rows * cols)
-    first, second = pairs(num_items, seed)
+    pixels, labels, rows, cols = read_mnist(image_file, label_file)
+    first, second = pairs(len(labels), seed)
     same = labels[first] == labels[second]
     datum = caffe_pb2.Datum(channels=2, height=rows, width=cols)
-    with db_mod.new_database(db_path, backend) as writer, \
-            progress(num_items, "convert_mnist_siamese_data") as bar:
-        glog.info("convert_mnist_siamese_data.items", "A total of %d items." % num_items)
-        glog.info("convert_mnist_siamese_data.rows_cols", "Rows: %d Cols: %d" % (rows, cols))
-        for item_id in range(num_items):
-            datum.data = pixels[first[item_id]].tobytes() + pixels[second[item_id]].tobytes()
+
+    def records():
+        for item_id, (i, j) in enumerate(zip(first, second)):
+            datum.data = pixels[i].tobytes() + pixels[j].tobytes()
             datum.label = int(same[item_id])
-            writer.put("%08d" % item_id, datum.SerializeToString())
-            if (item_id + 1) % 1000 == 0:
-                writer.commit()
-                bar.update(1000)
-    return num_items
+            yield "%08d" % item_id, datum.SerializeToString()
+    write_records(db_path, backend, "convert_mnist_siamese_data", len(labels), records(), [
+        ("convert_mnist_siamese_data.items", "A total of %d items." % len(labels)),
+        ("convert_mnist_siamese_data.rows_cols", "Rows: %d Cols: %d" % (rows, cols))],
+        say_opened=False)   # the example opens its leveldb itself, without Caffe's db line
+    return len(labels)
