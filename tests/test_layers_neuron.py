@@ -260,6 +260,16 @@ def test_log_with_scale_zero_scales_as_caffes_blas():
     assert (t[0].data == -numpy.inf).all() and (b[0].diff == 0).all()
 
 
+def test_exp_shift_past_the_float_range_is_infinite_as_caffes_pow():
+    """Caffe's outer scale base^shift is IEEE arithmetic: 10^1e9 is inf (e^-1e9 is 0), not an
+    error, and the tops follow from it."""
+    x = numpy.array([[-1.0, 0.0, 1.0]], numpy.float32)
+    _, _, t = run('type: "Exp" exp_param { base: 10 scale: -0.32 shift: 1e9 }', [x])
+    assert numpy.isposinf(t[0].data).all()
+    _, _, t = run('type: "Exp" exp_param { shift: -1e9 }', [x])
+    assert (t[0].data == 0).all()
+
+
 def test_exp_log_bases():
     x = numpy.array([[0.0, 1.0, 2.0]])
     _, b, t = run('type: "Exp" exp_param { base: 2 scale: 0.5 shift: 1 }', [x],

@@ -1,5 +1,5 @@
 """Exp: base^(shift + scale x), base e by default (Caffe's exp_layer)."""
-import math
+import numpy
 
 from ..layer import NeuronLayer
 from ..registry import register_layer
@@ -16,8 +16,11 @@ class ExpLayer(NeuronLayer):
         self.inner_scale = log_base * p.scale
         if p.shift == 0:
             self.outer_scale = 1.0
-        else:
-            self.outer_scale = p.base ** p.shift if p.base != -1 else math.exp(p.shift)
+        else:   # IEEE arithmetic, as Caffe's pow: a shift past the range gives inf, not an error
+            shift = numpy.float64(p.shift)
+            with numpy.errstate(over="ignore"):
+                self.outer_scale = float(numpy.exp(shift) if p.base == -1
+                                         else numpy.power(numpy.float64(p.base), shift))
 
     def forward(self, bottom, top):
         x = bottom[0].data
