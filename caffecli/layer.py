@@ -9,6 +9,7 @@ that side's array) and ``self.weights``, the parameter blobs likewise. ``forward
 code (``device_code = False``, e.g. a Python layer) always runs on host copies.
 """
 import math
+import weakref
 
 import numpy
 
@@ -29,11 +30,17 @@ def _empty_bottom(hook, args):
 
 
 class BlobVec(list):
-    """A layer's parameter blobs (pycaffe's BlobVec), with ``add_blob(*shape)``."""
+    """A layer's parameter blobs (pycaffe's BlobVec), with ``add_blob(*shape)``. It holds its
+    layer weakly, so a dropped net frees its layers at once (a data layer's database and
+    prefetch thread with them), as Caffe's ~Net does, not at the next cyclic collection."""
 
     def __init__(self, blobs=(), owner=None):
         super().__init__(blobs)
-        self.owner = owner
+        self._owner = weakref.ref(owner) if owner is not None else None
+
+    @property
+    def owner(self):
+        return self._owner() if self._owner is not None else None
 
     def add_blob(self, *shape, **kwargs):
         if kwargs:

@@ -1,6 +1,8 @@
 """Data and ImageData layers: order, wrap-around, errors, exact resume, OpenCV pixels."""
 
+import gc
 import re
+import weakref
 
 import numpy
 import pytest
@@ -31,6 +33,25 @@ def test_data_layer_order_and_wrap(tmp_path, backend):
         numpy.testing.assert_array_equal(net.blob_by_name("data").data[0], ARRAYS[first])
     assert seen == [0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 3, 4]
     close_net(net)
+
+
+def test_a_dropped_net_closes_its_database_at_once(tmp_path):
+    """Caffe's ~Net stops the prefetch thread and closes the database: a net dropped without
+    the cyclic collector (a notebook rebuilding its net) must not keep LevelDB's lock."""
+    path = write_datum_db(str(tmp_path / "db"), ARRAYS, backend="leveldb")
+    gc.disable()
+    try:
+        net = _data_layer(path, 3, backend="LEVELDB")
+        net.forward_pass()
+        layer = weakref.ref(net.layers[0])
+        del net
+        assert layer() is None
+        net = _data_layer(path, 3, backend="LEVELDB")     # LevelDB's lock is free again
+        net.forward_pass()
+        assert net.blob_by_name("label").data.tolist() == [0, 1, 2]
+        close_net(net)
+    finally:
+        gc.enable()
 
 
 def test_data_layer_single_top_and_float_data(tmp_path):
