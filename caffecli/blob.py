@@ -5,6 +5,8 @@ equal count keeps the values (Caffe's behaviour). ``data``/``diff`` are the host
 pycaffe shows them; Caffe's ``cpu_data``/``gpu_data``/``mutable_*`` ask for one side, and
 ``at(side)`` is the blob as a layer running on that side sees it.
 """
+import weakref
+
 import numpy
 
 from . import context, syncedmem
@@ -66,7 +68,9 @@ class Blob:
         self._data_mem = SyncedMemory(0, self.dtype)   # shared by ShareData
         self._diff_mem = SyncedMemory(0, self.dtype)
         self._arrays = {}          # (role, side) -> (flat array, shaped view)
-        self._sides = {}           # side -> BlobSide
+        # (side, write_data, write_diff) -> BlobSide, held weakly: a view holds its blob, so a
+        # strong cache would be a cycle that keeps a dropped net's memory until gc runs
+        self._sides = weakref.WeakValueDictionary()
         if shape is not None:
             self.reshape(shape)
 
@@ -386,7 +390,7 @@ class BlobSide:
     (Caffe's mutable_cpu_data / mutable_gpu_data) or to read (cpu_data / gpu_data); all else
     is the blob's."""
 
-    __slots__ = ("blob", "side", "write_data", "write_diff")
+    __slots__ = ("blob", "side", "write_data", "write_diff", "__weakref__")
 
     def __init__(self, blob, side, write_data, write_diff):
         self.blob, self.side = blob, side

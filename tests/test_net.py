@@ -1,4 +1,7 @@
 """Net wiring: state rules, splits, in-place, loss weights, backward inference, sharing, weights."""
+import gc
+import weakref
+
 import numpy
 import pytest
 
@@ -129,7 +132,8 @@ layer { name: "b" type: "InnerProduct" bottom: "x" top: "yb"
 
 
 def test_missing_bottom_names_layer():
-    with pytest.raises(CaffeError, match=r"Unknown bottom blob 'nope' \(layer 'r', bottom index 0\)"):
+    with pytest.raises(CaffeError,
+                       match=r"Unknown bottom blob 'nope' \(layer 'r', bottom index 0\)"):
         net_from(BASE + 'layer { name: "r" type: "ReLU" bottom: "nope" top: "z" }')
 
 
@@ -284,3 +288,25 @@ layer { name: "loss" type: "Reduction" bottom: "y" top: "loss" loss_weight: 1 }
     net.backward_pass()
     numpy.testing.assert_array_equal(net.blob_by_name("y").data.ravel(), [0, 0, 0, 0])
     numpy.testing.assert_array_equal(conv.blobs[0].diff.ravel(), [6, 8, 12, 14])
+
+
+def test_a_dropped_net_frees_its_blobs_without_the_cyclic_collector():
+    """Caffe's ~Net frees the blobs; here refcounts must do it (no cycle among a net's
+    blobs, their views and its layers), or the memory of a net rebuilt in a loop piles up."""
+    gc.collect()
+    gc.disable()
+    try:
+        net = Net(parse_text(
+            'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }'
+            'layer { name: "ip" type: "InnerProduct" bottom: "x" top: "y" '
+            '        inner_product_param { num_output: 4 } }'
+            'layer { name: "r" type: "ReLU" bottom: "y" top: "y" }', caffe_pb2.NetParameter()),
+            TRAIN, log=False)
+        net.forward_pass()
+        net.backward_pass()
+        blob = weakref.ref(net.blob_by_name("y"))
+        param = weakref.ref(net.layer_by_name("ip").blobs[0])
+        del net
+        assert blob() is None and param() is None
+    finally:
+        gc.enable()
