@@ -54,6 +54,23 @@ def test_a_dropped_net_closes_its_database_at_once(tmp_path):
         gc.enable()
 
 
+def test_a_data_layer_that_fails_to_set_up_closes_its_database(tmp_path):
+    """A crop larger than the records fails at setup, after the database opened: the error
+    names the layer once, and the database is closed, so a corrected net can open it."""
+    path = write_datum_db(str(tmp_path / "db"), ARRAYS, backend="leveldb")
+    gc.disable()
+    try:
+        with pytest.raises(CaffeError) as err:
+            _data_layer(path, 3, backend="LEVELDB", extra="transform_param { crop_size: 6 }")
+        assert str(err.value).count("Layer d (Data)") == 1 and "crop_size 6" in str(err.value)
+        del err
+        net = _data_layer(path, 3, backend="LEVELDB")
+        net.forward_pass()
+        close_net(net)
+    finally:
+        gc.enable()
+
+
 def test_data_layer_single_top_and_float_data(tmp_path):
     arrays = [a.astype(numpy.float32) / 7 for a in ARRAYS]
     path = write_datum_db(str(tmp_path / "db"), arrays, floats=True)

@@ -64,7 +64,11 @@ class DBSource(Dealt):
         self.force = (bool(force_color), bool(force_gray))
         self.rank, self.count = share
         self.offset = 0
-        self._skip_others()
+        try:
+            self._skip_others()
+        except BaseException:
+            self.cursor.close()     # a source that fails to open holds no database lock
+            raise
 
     def _next(self):
         if self.cursor.next():

@@ -53,9 +53,18 @@ class PrefetchingDataLayer(Layer):
         dtype = numpy.dtype(top[0].dtype)
         try:
             self.source = self.make_source(top, dtype)
-            shape = list(self.source.first_shape())
         except CaffeError as e:
             raise self.error(str(e)) from None
+        try:
+            shape = list(self.source.first_shape())
+        except Exception as e:
+            # a net that fails to build must not keep its database open (LevelDB's lock would
+            # refuse the next net built on it in this process); the transformer's errors
+            # already name the layer
+            self.source.close()
+            if not isinstance(e, CaffeError):
+                raise
+            raise (e if str(e).startswith("Layer ") else self.error(str(e))) from None
         shape[0] = self.source.batch_size
         top[0].reshape(shape)
         if self.output_labels:
