@@ -15,6 +15,7 @@ def test_blobproto_to_array_uses_legacy_dims_then_shape():
     blob.data.extend(range(6))
     blob.diff.extend(range(10, 16))
     assert caffe_io.blobproto_to_array(blob).shape == (1, 2, 3, 1)
+    assert caffe_io.blobproto_to_array(blob).dtype == numpy.float64     # as BVLC's pycaffe
     assert caffe_io.blobproto_to_array(blob, return_diff=True)[0, 1, 2, 0] == 15
     shaped = caffe_pb2.BlobProto()
     shaped.shape.dim.extend([2, 3])

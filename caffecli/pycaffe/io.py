@@ -14,8 +14,10 @@ from .transformer import Transformer  # noqa: F401  (pycaffe's caffe.io.Transfor
 # ---- protobuf <-> arrays ---------------------------------------------------------------------
 def blobproto_to_array(blob, return_diff=False):
     """A BlobProto's data (or diff) as an array of its shape: num/channels/height/width when any
-    of them is set, else shape.dim (no dims: a 0-d array, so one value only)."""
-    data = numpy.array(blob.diff if return_diff else blob.data)
+    of them is set, else shape.dim (no dims: a 0-d array, so one value only). float64, as
+    pycaffe's arrays are where protobuf hands repeated floats over as Python floats (newer
+    runtimes hand over float32, which would change the arithmetic of scripts using them)."""
+    data = numpy.array(blob.diff if return_diff else blob.data, dtype=numpy.float64)
     legacy = ("num", "channels", "height", "width")
     if any(blob.HasField(f) for f in legacy):
         return data.reshape([getattr(blob, f) for f in legacy])
