@@ -68,9 +68,7 @@ class Blob:
         self._data_mem = SyncedMemory(0, self.dtype)   # shared by ShareData
         self._diff_mem = SyncedMemory(0, self.dtype)
         self._arrays = {}          # (role, side) -> (flat array, shaped view)
-        # (side, write_data, write_diff) -> BlobSide, held weakly: a view holds its blob, so a
-        # strong cache would be a cycle that keeps a dropped net's memory until gc runs
-        self._sides = weakref.WeakValueDictionary()
+        self._sides = {}           # (side, write_data, write_diff) -> BlobSide
         if shape is not None:
             self.reshape(shape)
 
@@ -390,11 +388,21 @@ class BlobSide:
     (Caffe's mutable_cpu_data / mutable_gpu_data) or to read (cpu_data / gpu_data); all else
     is the blob's."""
 
-    __slots__ = ("blob", "side", "write_data", "write_diff", "__weakref__")
+    __slots__ = ("_blob", "side", "write_data", "write_diff")
 
     def __init__(self, blob, side, write_data, write_diff):
-        self.blob, self.side = blob, side
+        # the blob caches its views, so a view holds it weakly: no cycle keeps a dropped net's
+        # memory until the cyclic collector runs (and no weakref callback runs in the training
+        # loop, where a Ctrl-C raised inside one would be swallowed)
+        self._blob, self.side = weakref.ref(blob), side
         self.write_data, self.write_diff = write_data, write_diff
+
+    @property
+    def blob(self):
+        blob = self._blob()
+        if blob is None:
+            raise CaffeError("a view of a blob that no longer exists (its net was dropped)")
+        return blob
 
     @property
     def data(self):
@@ -418,6 +426,8 @@ class BlobSide:
         return self.blob.at(self.side)
 
     def __getattr__(self, name):
+        if name in ("_blob", "blob"):     # not set yet (a copy made without __init__)
+            raise AttributeError(name)
         return getattr(self.blob, name)
 
     def __repr__(self):
