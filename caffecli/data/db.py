@@ -302,10 +302,10 @@ def iterate(path, backend):
 class new_database:
     """Context manager for converters: write into a temporary folder beside ``path`` and rename
     it to ``path`` only when the block succeeds, so a failed run leaves no half-written db;
-    ``announce`` False leaves out Caffe's "Opened" line (a tool that opens its db directly)."""
+    ``log_opened`` False leaves out Caffe's "Opened" line (a tool that opens its db directly)."""
 
-    def __init__(self, path, backend, announce=True):
-        self.announce = announce
+    def __init__(self, path, backend, log_opened=True):
+        self.log_opened = log_opened
         self.given = path
         self.path = os.path.normpath(path)
         self.backend = backend_name(backend)
@@ -322,7 +322,7 @@ class new_database:
         if os.path.exists(self.tmp):
             shutil.rmtree(self.tmp)
         self.writer = open_writer(self.tmp, self.backend)
-        if self.announce:
+        if self.log_opened:
             say_opened(self.backend, self.given)
         return self.writer
 

@@ -51,20 +51,15 @@ class PrefetchingDataLayer(Layer):
         self.transformer = DataTransformer(self.layer_param.transform_param, self.phase,
                                            what="Layer %s (%s)" % (self.name, self.type))
         dtype = numpy.dtype(top[0].dtype)
-        try:
-            self.source = self.make_source(top, dtype)
-        except CaffeError as e:
-            raise self.error(str(e)) from None
+        # SetUp's _guarded names this layer in an error that does not name it already
+        self.source = self.make_source(top, dtype)
         try:
             shape = list(self.source.first_shape())
-        except Exception as e:
+        except BaseException:
             # a net that fails to build must not keep its database open (LevelDB's lock would
-            # refuse the next net built on it in this process); the transformer's errors
-            # already name the layer
+            # refuse the next net built on it in this process)
             self.source.close()
-            if not isinstance(e, CaffeError):
-                raise
-            raise (e if str(e).startswith("Layer ") else self.error(str(e))) from None
+            raise
         shape[0] = self.source.batch_size
         top[0].reshape(shape)
         if self.output_labels:

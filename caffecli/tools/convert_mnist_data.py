@@ -59,11 +59,11 @@ def read_mnist(image_file, label_file):
     return pixels.reshape(num_items, rows * cols), labels.view(numpy.int8), rows, cols
 
 
-def write_records(db_path, backend, tool, count, records, announce=(), say_opened=True):
+def write_records(db_path, backend, tool, count, records, announce=(), log_opened=True):
     """Write ``count`` (key, value) ``records`` into a new database, committed every 1000 under
     a progress bar; ``announce`` holds (log line, message) pairs, logged once it is open (after
-    Caffe's "Opened" line, unless ``say_opened`` is False)."""
-    with db_mod.new_database(db_path, backend, say_opened) as writer, \
+    Caffe's "Opened" line, unless ``log_opened`` is False)."""
+    with db_mod.new_database(db_path, backend, log_opened) as writer, \
             progress(count, tool) as bar:
         for line, message in announce:
             glog.info(line, message)

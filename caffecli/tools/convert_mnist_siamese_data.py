@@ -54,5 +54,5 @@ def run(image_file, label_file, db_path, backend="leveldb", seed=-1):
     write_records(db_path, backend, "convert_mnist_siamese_data", len(labels), records(), [
         ("convert_mnist_siamese_data.items", "A total of %d items." % len(labels)),
         ("convert_mnist_siamese_data.rows_cols", "Rows: %d Cols: %d" % (rows, cols))],
-        say_opened=False)   # the example opens its leveldb itself, without Caffe's db line
+        log_opened=False)   # the example opens its leveldb itself, without Caffe's db line
     return len(labels)
