@@ -79,7 +79,12 @@ def blas_kernels():
     return ", ".join(found) or "?"
 
 
-def median_time(fn, reps):
+def median_time(fn, reps, warm=False):
+    """Median seconds of ``reps`` calls of ``fn``; with ``warm``, after one untimed call, so
+    that a round does not pay for the other side's idle threads still spinning on the cores
+    (PyTorch's OpenMP pool, OpenBLAS's) or for its data left out of the caches."""
+    if warm:
+        fn()
     times = []
     for _ in range(reps):
         t = time.perf_counter()
@@ -334,8 +339,8 @@ def main(argv=None):
         twin()
         ours, theirs = [], []
         for _ in range(args.rounds):
-            ours += [median_time(lambda: caffecli_pass(net), args.iterations)]
-            theirs += [median_time(twin, args.iterations)]
+            ours += [median_time(lambda: caffecli_pass(net), args.iterations, warm=True)]
+            theirs += [median_time(twin, args.iterations, warm=True)]
         mine, other = statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
         limit = 2.0 * gemm_macs(net) / (rate * 1e9) * 1e3
         real = caffe_ms(NETS[name], args.iterations)
