@@ -182,16 +182,20 @@ def test_pointwise_convolution_is_a_channel_product():
     ((2, 3), (3, 2), (0, 2), (2, 1), (8, 7)), ((1, 1), (2, 3), (0, 0), (1, 1), (5, 7)),
     ((11, 11), (4, 4), (0, 0), (1, 1), (23, 27)), ((3, 2, 2), (2, 1, 3), (1, 0, 1), (1, 2, 1),
                                                    (5, 6, 7)),
-    ((3, 3), (1, 1), (1, 1), (1, 1), (6, 5)), ((3, 2), (1, 1), (0, 2), (2, 1), (7, 6))])
+    ((3, 3), (1, 1), (1, 1), (1, 1), (6, 5)), ((3, 2), (1, 1), (0, 2), (2, 1), (7, 6)),
+    ((1, 1, 1), (2, 1, 3), (0, 0, 0), (1, 1, 1), (5, 4, 8)), ((1, 1), (2, 2), (1, 0), (1, 1),
+                                                               (6, 6))])
 def test_columns_equal_strided_windows(kernel, stride, pad, dilation, img):
-    """im2col/col2im (stride-split where the stride is above 1) give exactly the
-    strided-window view's numbers, in the (C, *kernel, n, *grid) layout."""
+    """im2col/col2im (stride-split where the stride is above 1, one strided copy for an
+    unpadded 1x1 kernel) give exactly the strided-window view's numbers, in the
+    (C, *kernel, n, *grid) layout."""
     from caffecli.kernels import im2col as ic
     n, c = 3, 2
     out = ic.conv_out_shape(list(img), kernel, pad, stride, dilation)
     cols = base_conv.ColumnMaker(list(kernel), list(stride), list(pad), list(dilation))
     cols.configure(c, list(img), out)
     assert cols.phased == any(s > 1 for s in stride)
+    assert cols.subsample == (cols.phased and set(kernel) == {1} and not any(pad))
     x = R.randn(n, c, *img)
     got = cols.im2col(numpy, x).copy()
     padded = numpy.zeros((n, c) + tuple(cols.padded))

@@ -82,6 +82,8 @@ class ColumnMaker:
     def __init__(self, kernel, stride, pad, dilation):
         self.kernel, self.stride, self.pad, self.dilation = kernel, stride, pad, dilation
         self.phased = any(s > 1 for s in stride)
+        # a strided 1x1 kernel without pad reads one lattice of the image: one strided copy
+        self.subsample = self.phased and all(k == 1 for k in kernel) and not any(pad)
         self._pad_in = ic.PadBuffer()
         self._pad_out = ic.PadBuffer()
         self._col = None
@@ -144,6 +146,13 @@ class ColumnMaker:
         if not self.phased and len(self.kernel) == 2 and jit.usable(x, col):
             self.last_col = self._compiled(im2col_jit.im2col, x, col, n)
             return self.last_col
+        if self.subsample:
+            lattice = self._lattice(x)
+            cols = col.reshape(lattice.shape)
+            for_parts(xp, lambda c0, c1: cols.__setitem__(slice(c0, c1), lattice[c0:c1]),
+                      self.channels, col.size)
+            self.last_col = col
+            return col
         buf = self._buffer(self._pad_in, xp, n, x.dtype)
         xc = self._images_second(x)  # (C, n, *img)
         every = (slice(None),)
@@ -174,6 +183,16 @@ class ColumnMaker:
             return out
         if not self.phased and len(self.kernel) == 2 and jit.usable(col, out):
             return self._compiled(im2col_jit.col2im, col, out, n)
+        if self.subsample:   # zeros, and each column added to its zero (-0.0 becomes 0.0)
+            lattice = self._lattice(out)
+            cols = col.reshape(lattice.shape)
+            oc = self._images_second(out)
+
+            def clear_add(c0, c1):
+                oc[c0:c1] = 0
+                lattice[c0:c1] += cols[c0:c1]
+            for_parts(xp, clear_add, self.channels, out.size)
+            return out
         buf = self._buffer(self._pad_out, xp, n, col.dtype)
         oc = self._images_second(out)  # (C, n, *img)
         every = (slice(None),)
@@ -193,6 +212,12 @@ class ColumnMaker:
                 oc[cs] = ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=2)
         for_parts(xp, part, self.channels, col.size)
         return out
+
+    def _lattice(self, a):
+        """The (C, n, *grid) view of the points of image array ``a`` (n, C, *img) that a
+        strided 1x1 kernel reads."""
+        return self._images_second(a)[(slice(None),) * 2 + tuple(
+            slice(0, g * s, s) for g, s in zip(self.grid_shape, self.stride))]
 
     def _compiled(self, loops, source, target, n):
         """Stride-1 2-D im2col or col2im by kernels/im2col_jit.py (``loops``), split across
