@@ -258,19 +258,28 @@ class Layer:
     def forward_terms(self, bottom, top):
         """Reshape and compute the tops; the weighted loss of each loss top, not yet read (a
         device scalar on the GPU), so a captured forward leaves it on the device."""
-        side = self._enter()
-        b, t = self._forward_views(side, bottom, top)
-        engine = self._reshape(side, b, t)
-        if engine is not None:
-            engine.forward(b, t)
-        else:
-            self._guarded(self.forward_gpu if side == GPU else self.forward, b, t)
+        side, b, t, engine = self.prepare_forward(bottom, top)
+        self.run_forward(side, b, t, engine)
         terms = []
         for i, blob in enumerate(top):
             if self.loss(i):
                 view = blob.at(side, False, False)
                 terms.append((view.data * view.diff).sum())
         return terms
+
+    def prepare_forward(self, bottom, top):
+        """Forward's steps before its computation: the side, the views the hook gets, the
+        reshape, and the device engine that computes it (None: the hook)."""
+        side = self._enter()
+        b, t = self._forward_views(side, bottom, top)
+        return side, b, t, self._reshape(side, b, t)
+
+    def run_forward(self, side, b, t, engine):
+        """Forward's computation on prepared views (prepare_forward)."""
+        if engine is not None:
+            engine.forward(b, t)
+        else:
+            self._guarded(self.forward_gpu if side == GPU else self.forward, b, t)
 
     def checked_loss(self, terms):
         """The sum of this layer's read loss terms, after explaining a NaN or infinity."""
@@ -282,8 +291,15 @@ class Layer:
         return loss
 
     def Backward(self, top, propagate_down, bottom):  # noqa: N802
+        self.run_backward(*self.prepare_backward(top, bottom), propagate_down)
+
+    def prepare_backward(self, top, bottom):
+        """Backward's steps before its computation: the side and the views the hook gets."""
         side = self._enter()
-        t, b = self._backward_views(side, top, bottom)
+        return (side,) + self._backward_views(side, top, bottom)
+
+    def run_backward(self, side, t, b, propagate_down):
+        """Backward's computation on prepared views (prepare_backward)."""
         propagate_down = [bool(p) for p in propagate_down]
         engine = self.device_engine() if side == GPU else None
         if engine is not None:

@@ -6,7 +6,7 @@ import collections
 
 import numpy
 
-from . import context, glog, replay
+from . import context, fusion, glog, replay
 from .blob import Blob, shape_string
 from .errors import CaffeError
 
@@ -59,6 +59,9 @@ class Net:
         for name in GRAPH_FIELDS:
             setattr(self, name, getattr(graph, name))
         self.debug_info = self.param.debug_info
+        self.fuse = True    # False: every layer runs by itself
+        self.chains = fusion.find_chains(self.records)
+        self._chain_ends = {first + len(c) - 1: c for first, c in self.chains.items()}
 
     # ---- running -------------------------------------------------------------------------
     def _check_not_empty(self):
@@ -76,7 +79,15 @@ class Net:
         """Run layers start..end inclusive; return ``loss`` plus their weighted losses."""
         self._check_not_empty()
         end = len(self.records) - 1 if end is None else end
+        chains = self._runnable_chains()
+        resume = start
         for i in range(start, end + 1):
+            if i < resume:
+                continue
+            chain = chains.get(i)
+            if chain is not None and i + len(chain) - 1 <= end and chain.forward():
+                resume = i + len(chain)
+                continue
             rec = self.records[i]
             for run in self.before_forward:
                 run(i)
@@ -87,6 +98,14 @@ class Net:
                 run(i)
         return loss
 
+    def _runnable_chains(self, by_last=False):
+        """The fused chains (fusion.py) by first (or last) record, where nothing watches the
+        layers one by one (debug_info, callbacks); else none."""
+        if not self.fuse or self.debug_info or self.before_forward or self.after_forward \
+                or self.before_backward or self.after_backward:
+            return {}
+        return self._chain_ends if by_last else self.chains
+
     def forward_pass(self):
         """Forward through the whole net; return the loss (outputs are in output_blobs)."""
         return self.forward_from_to(0, len(self.records) - 1)
@@ -94,7 +113,15 @@ class Net:
     def backward_from_to(self, start=None, end=0):
         self._check_not_empty()
         start = len(self.records) - 1 if start is None else start
+        chains = self._runnable_chains(by_last=True)
+        resume = start
         for i in range(start, end - 1, -1):
+            if i > resume:
+                continue
+            chain = chains.get(i)
+            if chain is not None and i - len(chain) + 1 >= end and chain.backward():
+                resume = i - len(chain)
+                continue
             rec = self.records[i]
             for run in self.before_backward:
                 run(i)

@@ -119,3 +119,80 @@ def scale_backward(dy, x, s, c0, c1, sums, dx=None):
         kernel(_scale_backward_in_place, fastmath={"reassoc", "nsz"})(dy, x, s, c0, c1, sums)
     else:
         kernel(_scale_backward, fastmath={"reassoc", "nsz"})(dy, x, s, c0, c1, sums, dx)
+
+
+# ---- a BatchNorm -> Scale -> ReLU chain in place on one blob (caffecli/fusion.py) ----------
+def _chain_forward(y, mean, std, s, b, with_bias, relu, slope, zero, c0, c1, keep):
+    """y = relu(((y - mean) / std) * s + b) per channel, keeping the Scale's input: the
+    operations of _normalize_in_place, _scale_in_place and relu_jit's forward in turn, each
+    rounded to the data's type (its ``zero``) as they round."""
+    for o in range(y.shape[0]):
+        for d in range(c0, c1):
+            m, sd, sv, bv = mean[d], std[d], s[d], b[d]
+            row, kept = y[o, d], keep[o, d]
+            for i in range(row.shape[0]):
+                t = (row[i] - m) / sd
+                kept[i] = t
+                u = t * sv + bv if with_bias else t * sv
+                if relu:
+                    u = (zero if u < 0 else u) + slope * (zero if u > 0 else u)
+                row[i] = u
+
+
+def _row_sums(g, x):
+    """(sum of g, sum of g * x) over one row, in float64: compiled on its own with
+    reassociation (vectorized sums), which numba applies to a whole compiled function."""
+    total, dot = 0.0, 0.0
+    for i in range(g.shape[0]):
+        total += g[i]
+        dot += g[i] * x[i]
+    return total, dot
+
+
+_ROW_SUMS = None   # _row_sums compiled, which _chain_backward calls (set before it compiles)
+
+
+def _chain_backward(d, y, keep, s, std, relu, slope, one, zero, c0, c1, sums):
+    """The chain's gradient in d, in place, a row at a time (it stays in cache between the
+    loops): ReLU's step factor from its output y, Scale's channel sums of g and g * its
+    input into ``sums``, then g * s / std, each rounded to the data's type as the layers
+    round (compiled without reassociation, which could turn g * s / std into g * (s /
+    std))."""
+    for c in range(c0, c1):
+        sv, sd = s[c], std[c]
+        total, dot = 0.0, 0.0
+        for o in range(d.shape[0]):
+            row, kept = d[o, c], keep[o, c]
+            if relu:
+                out = y[o, c]
+                for i in range(row.shape[0]):
+                    v = out[i]
+                    row[i] = row[i] * ((one if v > 0 else zero)
+                                       + (one if v <= 0 else zero) * slope)
+            t, p = _ROW_SUMS(row, kept)
+            total += t
+            dot += p
+            for i in range(row.shape[0]):
+                row[i] = row[i] * sv / sd
+        sums[0, c] = total
+        sums[1, c] = dot
+
+
+def chain_forward(y, mean, std, s, b, slope, c0, c1, keep):
+    """Channels c0..c1 of (outer, channels, inner) y, in place: BatchNorm's normalization by
+    global statistics, Scale's product (+ b unless None), ReLU with ``slope`` unless None;
+    ``keep`` receives the Scale's input."""
+    t = y.dtype.type
+    kernel(_chain_forward)(y, mean, std, s, s if b is None else b, b is not None,
+                           slope is not None, t(slope or 0), t(0), c0, c1, keep)
+
+
+def chain_backward(d, y, keep, s, std, slope, c0, c1, sums):
+    """Channels c0..c1 of diff d, in place, back through chain_forward (y: its output,
+    ``keep``: the Scale's input); sums[0, c] and sums[1, c] receive the bias and scale
+    gradients (float64)."""
+    global _ROW_SUMS
+    _ROW_SUMS = kernel(_row_sums, fastmath={"reassoc"})
+    t = d.dtype.type
+    kernel(_chain_backward)(d, y, keep, s, std, slope is not None, t(slope or 0), t(1), t(0),
+                            c0, c1, sums)

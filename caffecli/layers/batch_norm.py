@@ -95,26 +95,29 @@ class BatchNormLayer(NeuronLayer):
             x_norm /= self.std
             self._view(top[0].data, bottom)[...] = x_norm
             return
-        # 1 / the scale factor (0 for 0), rounded from double as Caffe's host Dtype, and
-        # computed where the blob is: no host read, so a CUDA graph can hold it
-        s = self.weights[2].data.reshape(-1)[:1].astype(numpy.float64)
-        given = s != 0
-        factor = self.xp.where(given, 1.0 / self.xp.where(given, s, 1.0), 0.0).astype(x.dtype)
-        mean = self.weights[0].data * factor
-        var = self.weights[1].data * factor
+        mean, std = self.global_moments(x.dtype)
+        self.std = std.reshape(1, -1, 1)
         # the top holds x - mean, then divided by the std (the backward needs only the std)
         x_norm = self.x_norm = self._view(top[0].data, bottom)
-        if jit.usable(x, x_norm, mean, var):
-            std = self.xp.sqrt(var + self.eps)
-            self.std = std.reshape(1, -1, 1)
+        if jit.usable(x, x_norm, mean, std):
             in_place = top[0] is bottom[0]
             for_parts(self.xp, lambda c0, c1: channel_jit.normalize(
                 x, mean, std, c0, c1, None if in_place else x_norm), self.channels, x.size,
                 jit.PASS_MIN_PART)
             return
         self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
-        self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
         x_norm /= self.std
+
+    def global_moments(self, dtype):
+        """The stored mean and sqrt(variance + eps) per channel, which global statistics
+        normalize by: the sums times 1 / the scale factor (0 for 0), rounded from double as
+        Caffe's host Dtype, computed where the blobs are (no host read, so a CUDA graph can
+        hold it)."""
+        s = self.weights[2].data.reshape(-1)[:1].astype(numpy.float64)
+        given = s != 0
+        factor = self.xp.where(given, 1.0 / self.xp.where(given, s, 1.0), 0.0).astype(dtype)
+        return (self.weights[0].data * factor,
+                self.xp.sqrt(self.weights[1].data * factor + self.eps))
 
     def forward_gpu(self, bottom, top):
         """With global statistics one device kernel; with the batch's, the reductions as

@@ -1,0 +1,201 @@
+"""Fused in-place chains (caffecli/fusion.py): BatchNorm with global statistics -> Scale
+(-> ReLU) on one blob run as one pass each way, with the values of the layers run one by one,
+and every case that must fall back to them."""
+import numpy
+import pytest
+
+from caffecli import TEST, TRAIN, context
+from caffecli.net import Net
+from caffecli.kernels import channel_jit, jit
+from caffecli.proto import caffe_pb2
+from caffecli.proto.io import parse_text
+
+pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode (no chain there)
+
+R = numpy.random.RandomState(11)
+
+
+def conv(name, bottom, top):
+    return ('layer { name: "%s" type: "Convolution" bottom: "%s" top: "%s" convolution_param '
+            '{ num_output: 4 kernel_size: 3 pad: 1 weight_filler { type: "gaussian" std: 0.5 } '
+            'bias_filler { type: "gaussian" } } }' % (name, bottom, top))
+
+
+def norm(name, blob, stats="use_global_stats: true", extra=""):
+    return ('layer { name: "%s" type: "BatchNorm" bottom: "%s" top: "%s" '
+            'batch_norm_param { %s } %s }' % (name, blob, blob, stats, extra))
+
+
+def scale(name, blob, bias=True, extra=""):
+    return ('layer { name: "%s" type: "Scale" bottom: "%s" top: "%s" %s scale_param { '
+            'bias_term: %s filler { type: "gaussian" } bias_filler { type: "gaussian" } } }'
+            % (name, blob, blob, extra, "true" if bias else "false"))
+
+
+def relu(name, blob, slope=0.0, extra=""):
+    return ('layer { name: "%s" type: "ReLU" bottom: "%s" top: "%s" relu_param { '
+            'negative_slope: %r } %s }' % (name, blob, blob, slope, extra))
+
+
+HEAD = ('layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 '
+        'dim: 5 dim: 6 } } }')
+TAIL = ('layer { name: "loss" type: "Reduction" bottom: "%s" top: "loss" loss_weight: 1 '
+        'reduction_param { operation: SUMSQ } }')
+# a chain of three (slope 0.25), then one of two (no bias), as ResNet's branches
+def resnet_like(slope=0.25):
+    return [HEAD, conv("c1", "data", "a"), norm("bn1", "a"), scale("sc1", "a"),
+            relu("r1", "a", slope), conv("c2", "a", "b"), norm("bn2", "b"),
+            scale("sc2", "b", bias=False), TAIL % "b"]
+
+
+NET = resnet_like()
+
+
+def build(layers, phase=TEST, dtype=numpy.float32, like=None):
+    """The net of ``layers``; its parameters and BatchNorm statistics from ``like`` (or
+    random), so two builds compute the same."""
+    net = Net(parse_text(" ".join(layers), caffe_pb2.NetParameter()), phase, dtype=dtype, log=False)
+    for i, rec in enumerate(net.records):
+        for j, blob in enumerate(rec.layer.blobs):
+            if like is not None:
+                blob.data[...] = like.records[i].layer.blobs[j].data
+            elif rec.layer.type == "BatchNorm":
+                blob.data[...] = [R.randn(*blob.shape), R.rand(*blob.shape) + 0.1,
+                                  [2.5]][j]
+    if like is None:
+        net.input_blobs[0].data[...] = R.randn(*net.input_blobs[0].shape)
+        net.input_blobs[0].data.flat[:4] = [0.0, -0.0, 0.0, -1.0]   # zeros reach the ReLU
+    else:
+        net.input_blobs[0].data[...] = like.input_blobs[0].data
+    return net
+
+
+def step(net):
+    net.clear_param_diffs()
+    net.forward_pass()
+    net.backward_pass()
+
+
+def assert_same(net, ref):
+    """Every blob's data and diff the same bits; parameter gradients equal to rounding (the
+    fused Scale sums in another order)."""
+    for a, b in zip(net.blob_records, ref.blob_records):
+        for field in ("data", "diff"):
+            x, y = getattr(a.blob, field), getattr(b.blob, field)
+            assert x.tobytes() == y.tobytes(), (a.name, field)
+    for a, b in zip(net.learnable_params, ref.learnable_params):
+        numpy.testing.assert_allclose(a.diff, b.diff, rtol=1e-6, atol=1e-6)
+
+
+def reference(layers, net, **kw):
+    ref = build(layers, like=net, **kw)
+    ref.fuse = False
+    return ref
+
+
+def fusing():
+    """Whether chains run fused here: on the host, with compiled kernels."""
+    return jit.usable(numpy.zeros(1)) and not context.is_gpu()
+
+
+def count_kernel_calls(monkeypatch):
+    calls = {"forward": 0, "backward": 0}
+    for way in calls:
+        original = getattr(channel_jit, "chain_" + way)
+
+        def counted(*args, _way=way, _original=original):
+            calls[_way] += 1
+            return _original(*args)
+        monkeypatch.setattr(channel_jit, "chain_" + way, counted)
+    return calls
+
+
+def test_chains_found_where_resnet_has_them():
+    net = build(NET)
+    assert {i: [r.name for r in c.records] for i, c in net.chains.items()} == {
+        2: ["bn1", "sc1", "r1"], 6: ["bn2", "sc2"]}
+
+
+@pytest.mark.parametrize("dtype,slope", [(numpy.float32, 0.0), (numpy.float32, 0.25),
+                                         (numpy.float64, 0.25)])
+def test_fused_passes_compute_the_layers_values(dtype, slope, monkeypatch):
+    calls = count_kernel_calls(monkeypatch)
+    layers = resnet_like(slope)
+    net = build(layers, dtype=dtype)
+    ref = reference(layers, net, dtype=dtype)
+    for _ in range(2):   # the second pass accumulates nothing stale
+        step(net)
+        step(ref)
+        assert_same(net, ref)
+    a = net.blob_by_name("a")
+    assert ((a.data == 0) if slope == 0 else (a.data < 0)).any() and (a.data > 0).any()
+    assert (a.diff == 0).any() == (slope == 0)
+    fused = 4 if fusing() else 0
+    assert calls == {"forward": fused, "backward": fused}
+
+
+def test_partial_ranges_and_watched_passes_run_the_layers(monkeypatch):
+    calls = count_kernel_calls(monkeypatch)
+    net = build(NET)
+    ref = reference(NET, net)
+    step(ref)
+    net.clear_param_diffs()
+    net.forward_from_to(0, 3)          # ends inside the first chain
+    net.forward_from_to(4, None)
+    net.backward_from_to(None, 3)      # starts the first chain's backward at its ReLU...
+    net.backward_from_to(2, 0)         # ...and finishes it here
+    assert_same(net, ref)
+    assert calls["backward"] == (1 if fusing() else 0)
+    seen = []
+    net.before_backward.append(seen.append)   # a callback sees every layer: no chain
+    step(net)
+    assert_same(net, ref)
+    assert seen == list(range(len(net.records) - 1, -1, -1))
+
+
+def test_frozen_scale_falls_back_to_the_layers():
+    frozen = 'param { lr_mult: 0 } param { lr_mult: 0 }'
+    layers = [HEAD, conv("c1", "data", "a"), norm("bn1", "a"), scale("sc1", "a", extra=frozen),
+              relu("r1", "a"), TAIL % "a"]
+    net = build(layers)
+    assert list(net.chains) == [2]
+    ref = reference(layers, net)
+    step(net)
+    step(ref)
+    assert_same(net, ref)
+    assert not net.layer_by_name("sc1").blobs[0].diff.any()
+    assert net.layer_by_name("c1").blobs[0].diff.any()
+
+
+def test_without_compiled_kernels_the_chain_runs_its_layers(monkeypatch):
+    monkeypatch.setenv("CAFFECLI_JIT", "0")
+    calls = count_kernel_calls(monkeypatch)
+    net = build(NET)
+    ref = reference(NET, net)
+    step(net)
+    step(ref)
+    assert_same(net, ref)
+    assert calls == {"forward": 0, "backward": 0}
+
+
+@pytest.mark.parametrize("layers", [
+    [HEAD, conv("c1", "data", "a"), norm("bn1", "a", stats=""), scale("sc1", "a")],  # TRAIN
+    [HEAD, conv("c1", "data", "a"),                                    # not in place
+     'layer { name: "bn1" type: "BatchNorm" bottom: "a" top: "n" '
+     'batch_norm_param { use_global_stats: true } }', scale("sc1", "n")],
+    [HEAD, conv("c1", "data", "a"), scale("sc1", "a"), norm("bn1", "a")],   # other order
+    [HEAD, conv("c1", "data", "a"), norm("bn1", "a"), relu("r1", "a"), scale("sc1", "a")],
+], ids=["batch-statistics", "not-in-place", "scale-first", "relu-between"])
+def test_no_chain_where_the_layers_do_not_form_one(layers):
+    assert build(layers, phase=TRAIN).chains == {}
+
+
+def test_a_weighted_relu_stays_out_of_the_chain():
+    layers = [HEAD, conv("c1", "data", "a"), norm("bn1", "a"), scale("sc1", "a"),
+              relu("r1", "a", extra="loss_weight: 0.5")]
+    net = build(layers)
+    assert [len(c) for c in net.chains.values()] == [2]
+    ref = reference(layers, net)
+    net.forward_pass()
+    ref.forward_pass()
+    assert_same(net, ref)
