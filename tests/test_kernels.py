@@ -1,7 +1,11 @@
 """Host kernels: BLAS GEMMs into given buffers."""
+import functools
+
 import numpy
 import pytest
 
+from caffecli.kernels import jit, skinny_jit
+from caffecli.kernels import threads as threads_mod
 from caffecli.kernels.gemm import gemm, gemm_stack
 
 R = numpy.random.RandomState(3)
@@ -161,6 +165,41 @@ def test_gemm_accumulates_a_small_diff_over_a_long_inner_dimension(dtype, monkey
     gemm(numpy, a, b, out, accumulate=True)
     tol = 1e-4 if dtype == numpy.float32 else 1e-11
     numpy.testing.assert_allclose(out, start + a.astype(numpy.float64) @ b, rtol=tol, atol=tol)
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("rows,outputs", [(1, 9), (3, 16), (16, 7)])
+def test_few_rows_times_a_large_transpose_stream_it(dtype, rows, outputs, monkeypatch):
+    """A fully connected forward at a small batch (kernels/skinny_jit.py): BLAS's product to
+    rounding, the same bits for any thread count (remainder rows included)."""
+    from caffecli.kernels import gemm as gemm_mod
+    monkeypatch.setattr(skinny_jit, "MIN_WEIGHTS", 1)
+    monkeypatch.setattr(gemm_mod, "_host_gemm", lambda *a: 1 / 0)   # not BLAS
+    a = numpy.asarray(R.randn(rows, 300), dtype)
+    w = numpy.asarray(R.randn(outputs, 300), dtype)
+    results = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
+        monkeypatch.setattr(skinny_jit, "for_parts", functools.partial(
+            threads_mod.for_parts, min_part=1))
+        results.append(gemm(numpy, a, w.T, numpy.full((rows, outputs), numpy.nan, dtype)))
+    tol = 1e-5 if dtype == numpy.float32 else 1e-13
+    numpy.testing.assert_allclose(results[0], a.astype(numpy.float64) @ w.T.astype(numpy.float64),
+                                  rtol=tol, atol=tol)
+    assert results[0].tobytes() == results[1].tobytes() == results[2].tobytes()
+
+
+def test_skinny_products_only_where_they_pay(monkeypatch):
+    monkeypatch.setattr(skinny_jit, "MIN_WEIGHTS", 100)
+    a, w = numpy.ones((16, 10), numpy.float32), numpy.ones((12, 10), numpy.float32)
+    out = numpy.empty((16, 12), numpy.float32)
+    assert skinny_jit.applies(a, w.T, out) == jit.usable(a)
+    assert not skinny_jit.applies(numpy.ones((17, 10), numpy.float32), w.T,
+                                  numpy.empty((17, 12), numpy.float32))       # BLAS's case
+    assert not skinny_jit.applies(a, numpy.ones((10, 12), numpy.float32), out)   # not a w.T
+    assert not skinny_jit.applies(a, w[:9].T, out[:, :9])                        # too small
+    assert not skinny_jit.applies(a, w.T.astype(numpy.float64), out)             # mixed types
 
 
 @pytest.mark.parametrize("first,quiet", [("import caffecli", True),

@@ -9,6 +9,8 @@ dimension long (a convolution's weight gradient over a whole batch): there numpy
 an add is the faster (LeNet conv2 50x4096 @ 4096x500: 38 vs 26 GFLOP/s) and the temporary is
 at most ``SMALL_OUT`` values. On the device the same goes to cuBLAS through cupy's
 ``cupy.cublas.gemm`` (beta 0 or 1 on the output, C- or Fortran-ordered operands as they are).
+A few rows times a large matrix's transpose (a fully connected layer's forward at a small
+batch) goes to kernels/skinny_jit.py, which streams the weights at memory speed.
 Anything else (other dtypes, strided operands, a device module without cuBLAS) uses
 ``xp.matmul``: the reference path.
 
@@ -23,6 +25,7 @@ import numpy
 from scipy.linalg import blas
 
 from .. import NUMPY_BLAS_QUIET
+from . import skinny_jit
 
 SMALL_OUT = 1 << 18  # largest diff (values) accumulated through a temporary product
 LONG_INNER = 1024  # shortest inner dimension for which that pays
@@ -99,6 +102,8 @@ def gemm(xp, a, b, out, accumulate=False):
             if not accumulate:
                 out[...] = 0
             return out
+        if xp is numpy and not accumulate and skinny_jit.applies(a, b, out):
+            return skinny_jit.product(a, b, out)
         beta = 1.0 if accumulate else 0.0
         if _host_gemm(a, b, out, beta) if xp is numpy else _device_gemm(xp, a, b, out, beta):
             return out
