@@ -199,3 +199,13 @@ def test_a_weighted_relu_stays_out_of_the_chain():
     net.forward_pass()
     ref.forward_pass()
     assert_same(net, ref)
+
+
+def test_the_pycaffe_net_switches_fusion_off_in_its_engine(tmp_path):
+    import caffecli
+    path = tmp_path / "net.prototxt"
+    path.write_text(" ".join(NET))
+    net = caffecli.Net(str(path), caffecli.TEST)
+    assert net.fuse and net._engine.chains
+    net.fuse = False
+    assert net._engine.fuse is False and net._engine._runnable_chains() == {}

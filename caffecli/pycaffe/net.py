@@ -86,6 +86,16 @@ class Net(EngineView, BatchedRuns):
         return self._engine.layers
 
     @property
+    def fuse(self):
+        """Whether in-place BatchNorm -> Scale (-> ReLU) chains run as one pass each way
+        (caffecli/fusion.py); False runs every layer by itself."""
+        return self._engine.fuse
+
+    @fuse.setter
+    def fuse(self, value):
+        self._engine.fuse = bool(value)
+
+    @property
     def layer_dict(self):
         return collections.OrderedDict((r.name, r.layer) for r in self._engine.records)
 
