@@ -1,6 +1,7 @@
-"""Fused in-place chains: a BatchNorm with global statistics, the Scale after it and an optional
-ReLU, all computing in place on one blob (ResNet's conv -> bn -> scale -> relu), run on the host
-as one compiled pass each way instead of three (kernels/channel_jit.py).
+"""Fused chains, run on the host as one compiled pass each way instead of one per layer: a
+BatchNorm with global statistics, the Scale after it and an optional ReLU, all computing in place
+on one blob (ResNet's conv -> bn -> scale -> relu; kernels/channel_jit.py), and an Eltwise SUM of
+two blobs with the ReLU in place on its top (ResNet's shortcut sum; kernels/relu_jit.py).
 
 Each layer still runs its driver's steps (side, views, reshape) and keeps the state its own pass
 would leave (BatchNorm's std, Scale's copy of its input), so fused and layer-by-layer passes
@@ -12,8 +13,13 @@ else runs the layers one by one.
 import numpy
 
 from . import context
-from .kernels import channel_jit, jit
+from .kernels import channel_jit, jit, relu_jit
 from .kernels.threads import for_parts
+from .layers.eltwise import SUM
+
+
+def _slope(relu, dtype):
+    return dtype.type(relu.layer_param.relu_param.negative_slope)
 
 
 class NormChain:
@@ -28,9 +34,7 @@ class NormChain:
         return len(self.records)
 
     def _slope(self, dtype):
-        if self.relu is None:
-            return None
-        return dtype.type(self.relu.layer_param.relu_param.negative_slope)
+        return None if self.relu is None else _slope(self.relu, dtype)
 
     def forward(self):
         """Run the chain's forward; False (nothing done) on the device."""
@@ -83,6 +87,58 @@ class NormChain:
         return True
 
 
+class SumChain:
+    """Eltwise SUM (two bottoms, coefficients 1) -> ReLU in place on its top, as one pass each
+    way: Eltwise keeps no state, and the ReLU's is its top, so the values are the layers' own
+    bit for bit (the top's diff too)."""
+
+    def __init__(self, records):
+        self.records = records
+
+    def __len__(self):
+        return 2
+
+    def forward(self):
+        """Run the chain's forward; False (nothing done) on the device."""
+        if context.is_gpu():
+            return False
+        prepared = [rec.layer.prepare_forward(rec.bottoms, rec.tops) for rec in self.records]
+        (_, bottoms, tops, _) = prepared[0]
+        a, b, y = bottoms[0].data, bottoms[1].data, tops[0].data
+        if not (a.shape == b.shape == y.shape and jit.usable(a, b, y)):
+            for rec, views in zip(self.records, prepared):
+                rec.layer.run_forward(*views)
+            return True
+        a, b, y = a.reshape(-1), b.reshape(-1), y.reshape(-1)
+        slope = _slope(self.records[1].layer, y.dtype)
+        for_parts(numpy, lambda i0, i1: relu_jit.sum_forward(a[i0:i1], b[i0:i1], slope,
+                                                             y[i0:i1]),
+                  y.size, y.size, jit.PASS_MIN_PART)
+        return True
+
+    def backward(self):
+        """Run the chain's backward where both layers send every gradient down; False (nothing
+        done) on the device or where one does not."""
+        eltwise, relu = self.records
+        if context.is_gpu() or not (eltwise.need_backward and relu.need_backward
+                                    and eltwise.bottom_need_backward == [True, True]
+                                    and relu.bottom_need_backward == [True]):
+            return False
+        prepared = [rec.layer.prepare_backward(rec.tops, rec.bottoms)
+                    for rec in reversed(self.records)]
+        top, bottoms = prepared[0][1][0], prepared[1][2]
+        y, d, da, db = top.data, top.diff, bottoms[0].diff, bottoms[1].diff
+        if not (y.shape == d.shape == da.shape == db.shape and jit.usable(y, d, da, db)):
+            for rec, views in zip(reversed(self.records), prepared):
+                rec.layer.run_backward(*views, rec.bottom_need_backward)
+            return True
+        y, d, da, db = y.reshape(-1), d.reshape(-1), da.reshape(-1), db.reshape(-1)
+        slope = _slope(relu.layer, y.dtype)
+        for_parts(numpy, lambda i0, i1: relu_jit.split_backward(
+            y[i0:i1], slope, d[i0:i1], da[i0:i1], db[i0:i1]), y.size, y.size, jit.PASS_MIN_PART)
+        return True
+
+
 def _in_place_on(rec, blob, kind):
     """Whether ``rec`` is a layer of type ``kind`` computing in place on ``blob`` alone, with
     no loss weight on it."""
@@ -90,8 +146,19 @@ def _in_place_on(rec, blob, kind):
             and rec.bottoms[0] is blob and rec.tops[0] is blob and not rec.layer.loss(0))
 
 
+def _sums_two(rec):
+    """Whether ``rec`` is an unweighted Eltwise SUM of two distinct blobs with coefficients 1
+    into a third."""
+    layer = rec.layer
+    return (layer.type == "Eltwise" and layer.op == SUM and len(rec.bottoms) == 2
+            and rec.bottoms[0] is not rec.bottoms[1] and len(rec.tops) == 1
+            and all(rec.tops[0] is not b for b in rec.bottoms) and layer.coeffs == [1.0, 1.0]
+            and not layer.loss(0))
+
+
 def find_chains(records):
-    """{index of a chain's first record: NormChain} for ``records`` (a net's, in order)."""
+    """{index of a chain's first record: NormChain or SumChain} for ``records`` (a net's, in
+    order)."""
     chains, i = {}, 0
     while i + 1 < len(records):
         rec = records[i]
@@ -101,6 +168,9 @@ def find_chains(records):
             n = 3 if i + 2 < len(records) and _in_place_on(records[i + 2], blob, "ReLU") else 2
             chains[i] = NormChain(records[i:i + n])
             i += n
+        elif _sums_two(rec) and _in_place_on(records[i + 1], blob, "ReLU"):
+            chains[i] = SumChain(records[i:i + 2])
+            i += 2
         else:
             i += 1
     return chains

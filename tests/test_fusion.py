@@ -1,12 +1,12 @@
-"""Fused in-place chains (caffecli/fusion.py): BatchNorm with global statistics -> Scale
-(-> ReLU) on one blob run as one pass each way, with the values of the layers run one by one,
-and every case that must fall back to them."""
+"""Fused chains (caffecli/fusion.py): BatchNorm with global statistics -> Scale (-> ReLU) on one
+blob, and Eltwise SUM -> ReLU in place, run as one pass each way, with the values of the layers
+run one by one, and every case that must fall back to them."""
 import numpy
 import pytest
 
 from caffecli import TEST, TRAIN, context
 from caffecli.net import Net
-from caffecli.kernels import channel_jit, jit
+from caffecli.kernels import channel_jit, jit, relu_jit
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 
@@ -209,3 +209,86 @@ def test_the_pycaffe_net_switches_fusion_off_in_its_engine(tmp_path):
     assert net.fuse and net._engine.chains
     net.fuse = False
     assert net._engine.fuse is False and net._engine._runnable_chains() == {}
+
+
+def eltwise(name, bottoms, top, extra=""):
+    return ('layer { name: "%s" type: "Eltwise" %s top: "%s" %s }'
+            % (name, " ".join('bottom: "%s"' % b for b in bottoms), top, extra))
+
+
+def residual(slope=0.0, sum_extra="", relu_extra="", c2_extra=""):
+    """A shortcut block: a = conv(data), b = conv(a); s = relu(a + b) in place; two of them
+    (the second's sum reads the first's through a Split)."""
+    c2 = conv("c2", "a", "b").replace(" } } }", " } } %s }" % c2_extra)
+    return [HEAD, conv("c1", "data", "a"), c2, eltwise("sum1", ["a", "b"], "s", sum_extra),
+            relu("r1", "s", slope, relu_extra), conv("c3", "s", "c"),
+            eltwise("sum2", ["s", "c"], "t"), relu("r2", "t", slope), TAIL % "t"]
+
+
+def count_sum_calls(monkeypatch):
+    calls = {"sum_forward": 0, "split_backward": 0}
+    for way in calls:
+        original = getattr(relu_jit, way)
+
+        def counted(*args, _way=way, _original=original):
+            calls[_way] += 1
+            return _original(*args)
+        monkeypatch.setattr(relu_jit, way, counted)
+    return calls
+
+
+@pytest.mark.parametrize("dtype,slope", [(numpy.float32, 0.0), (numpy.float32, 0.25),
+                                         (numpy.float64, 0.0)])
+def test_fused_sums_compute_the_layers_values(dtype, slope, monkeypatch):
+    calls = count_sum_calls(monkeypatch)
+    layers = residual(slope)
+    net = build(layers, dtype=dtype)
+    assert [[r.name for r in c.records] for c in net.chains.values()] == [
+        ["sum1", "r1"], ["sum2", "r2"]]
+    ref = reference(layers, net, dtype=dtype)
+    for _ in range(2):
+        step(net)
+        step(ref)
+        assert_same(net, ref)
+    s = net.blob_by_name("s")
+    assert ((s.data == 0) if slope == 0 else (s.data < 0)).any() and (s.data > 0).any()
+    assert (net.blob_by_name("b").diff == 0).any() == (slope == 0)   # the sum's own bottom
+    fused = 4 if fusing() else 0
+    assert calls == {"sum_forward": fused, "split_backward": fused}
+
+
+def test_a_sum_without_every_gradient_runs_its_layers_backward(monkeypatch):
+    """The first conv frozen and the data needing none: the first sum's bottom a needs no
+    gradient (nothing below it learns), b does, so that backward runs the layers; the second
+    sum's both do, so it runs fused. The values stay the layers'."""
+    calls = count_sum_calls(monkeypatch)
+    frozen = "param { lr_mult: 0 } param { lr_mult: 0 }"
+    layers = residual()
+    layers[1] = layers[1].replace(" } } }", " } } %s }" % frozen)
+    net = build(layers)
+    assert [net.records[i].name for i in net.chains] == ["sum1", "sum2"]
+    ref = reference(layers, net)
+    step(net)
+    step(ref)
+    assert_same(net, ref)
+    assert net.layer_by_name("c3").blobs[0].diff.any()
+    assert calls["split_backward"] == (1 if fusing() else 0)   # sum2's only
+
+
+@pytest.mark.parametrize("layers", [
+    residual(sum_extra="eltwise_param { coeff: 1 coeff: 0.5 }"),
+    residual(sum_extra="eltwise_param { operation: MAX }"),
+    [HEAD, conv("c1", "data", "a"), conv("c2", "data", "b"), eltwise("sum1", ["a", "b"], "s"),
+     relu("r1", "s", extra="loss_weight: 0.5")],
+    [HEAD, conv("c1", "data", "a"), conv("c2", "a", "b"), conv("c3", "a", "c"),
+     eltwise("sum1", ["a", "b", "c"], "s"), relu("r1", "s"), TAIL % "s"],
+    [HEAD, conv("c1", "data", "a"), conv("c2", "data", "b"), eltwise("sum1", ["a", "b"], "a"),
+     relu("r1", "a"), TAIL % "a"],
+], ids=["coefficients", "max", "weighted-relu", "three-bottoms", "sum-in-place"])
+def test_no_sum_chain_where_the_layers_do_not_form_one(layers):
+    net = build(layers, phase=TRAIN)
+    assert "sum1" not in [net.records[i].name for i in net.chains]
+    ref = reference(layers, net, phase=TRAIN)
+    step(net)
+    step(ref)
+    assert_same(net, ref)

@@ -8,7 +8,9 @@ multiplies dy by Caffe's step factor, (x > 0) + negative_slope * (x <= 0) (so an
 over x <= 0 gives NaN as there). Selects, not branches: the loops vectorize on random signs.
 A blob computed in place (top is bottom) takes the kernels over one array: where two
 arguments are the same array the compiled loop cannot vectorize.
-layers/relu.py keeps the numpy code as the reference and for device arrays.
+layers/relu.py keeps the numpy code as the reference and for device arrays. ``sum_forward`` and
+``split_backward`` are an Eltwise SUM of two bottoms and the ReLU in place after it, fused
+(fusion.py): the same expressions, so the same bits.
 """
 from .jit import kernel
 
@@ -37,6 +39,21 @@ def _backward_in_place(x, slope, d):
         d[i] *= (v > 0) + (v <= 0) * slope
 
 
+def _sum_forward(a, b, slope, y):
+    for i in range(y.size):
+        v = a[i] + b[i]
+        y[i] = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
+
+
+def _split_backward(y, slope, d, da, db):
+    for i in range(y.size):
+        v = y[i]
+        g = d[i] * ((v > 0) + (v <= 0) * slope)
+        d[i] = g
+        da[i] = g
+        db[i] = g
+
+
 def forward(x, slope, y=None):
     """y = relu(x) for flat (1-D) arrays, ``slope`` in the data's dtype; into x itself without
     y."""
@@ -53,3 +70,14 @@ def backward(x, dy, slope, dx=None):
         kernel(_backward_in_place)(x, slope, dy)
     else:
         kernel(_backward)(x, dy, slope, dx)
+
+
+def sum_forward(a, b, slope, y):
+    """y = relu(a + b) for flat arrays: Eltwise SUM's forward, then ReLU's in place on y."""
+    kernel(_sum_forward)(a, b, slope, y)
+
+
+def split_backward(y, slope, d, da, db):
+    """d = relu'(y) * d in place, copied into da and db: ReLU's backward in place on the
+    Eltwise top (y its data, d its diff), then Eltwise SUM's (coefficients 1) to each bottom."""
+    kernel(_split_backward)(y, slope, d, da, db)
