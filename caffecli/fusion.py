@@ -15,7 +15,7 @@ import numpy
 from . import context
 from .kernels import channel_jit, jit, relu_jit
 from .kernels.threads import for_parts
-from .layers.eltwise import SUM
+from .proto import caffe_pb2
 
 
 def _slope(relu, dtype):
@@ -150,8 +150,9 @@ def _sums_two(rec):
     """Whether ``rec`` is an unweighted Eltwise SUM of two distinct blobs with coefficients 1
     into a third."""
     layer = rec.layer
-    return (layer.type == "Eltwise" and layer.op == SUM and len(rec.bottoms) == 2
-            and rec.bottoms[0] is not rec.bottoms[1] and len(rec.tops) == 1
+    return (layer.type == "Eltwise" and layer.op == caffe_pb2.EltwiseParameter.SUM
+            and len(rec.bottoms) == 2 and rec.bottoms[0] is not rec.bottoms[1]
+            and len(rec.tops) == 1
             and all(rec.tops[0] is not b for b in rec.bottoms) and layer.coeffs == [1.0, 1.0]
             and not layer.loss(0))
 
