@@ -83,6 +83,11 @@ def test_threads_follow_omp_num_threads_then_affinity(monkeypatch):
      'weight_filler { type: "gaussian" std: 0.3 } }', (3, 5, 6, 6)),
     ('type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2 '
      'weight_filler { type: "gaussian" std: 0.3 } }', (3, 5, 9, 8)),
+    # few channels, more images: the numpy im2col/col2im split by image, strided and 3-D
+    ('type: "Convolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2 '
+     'weight_filler { type: "gaussian" std: 0.3 } }', (7, 2, 9, 8)),
+    ('type: "Convolution" convolution_param { num_output: 3 kernel_size: 3 pad: 1 '
+     'weight_filler { type: "gaussian" std: 0.3 } }', (5, 2, 4, 5, 3)),
 ])
 def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
     """Layers whose host work is split across threads: one part or many, the same values."""

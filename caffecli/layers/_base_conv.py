@@ -155,21 +155,21 @@ class ColumnMaker:
             return col
         buf = self._buffer(self._pad_in, xp, n, x.dtype)
         xc = self._images_second(x)  # (C, n, *img)
-        every = (slice(None),)
+        nk = len(self.kernel)
 
-        def part(c0, c1):
-            cs = (slice(c0, c1),)
+        def part(c, m):
+            cs, ns = slice(*c), slice(*m)
             if self.phased:
                 for phase, grid, img in self.interior:
-                    buf[phase + cs + every + grid] = xc[cs + every + img]
+                    buf[phase + (cs, ns) + grid] = xc[(cs, ns) + img]
                 for k, (phase, grid) in self.offsets:
-                    col[cs + k] = buf[phase + cs + every + grid]
+                    col[(cs,) + k + (ns,)] = buf[phase + (cs, ns) + grid]
             else:
-                ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=2)[...] = xc[cs]
-                self._by_image(col[cs])[...] = ic.windows(
-                    xp, buf[cs], self.kernel, self.stride, self.dilation, self.grid_shape,
+                ic.interior(buf[cs, ns], self.pad, self.img_shape, lead_axes=2)[...] = xc[cs, ns]
+                self._by_image(col[(cs,) + (slice(None),) * nk + (ns,)])[...] = ic.windows(
+                    xp, buf[cs, ns], self.kernel, self.stride, self.dilation, self.grid_shape,
                     lead_axes=2)
-        for_parts(xp, part, self.channels, col.size)
+        self._split(xp, part, n, col.size)
         self.last_col = col
         return col
 
@@ -195,23 +195,35 @@ class ColumnMaker:
             return out
         buf = self._buffer(self._pad_out, xp, n, col.dtype)
         oc = self._images_second(out)  # (C, n, *img)
-        every = (slice(None),)
+        nk = len(self.kernel)
 
-        def part(c0, c1):
-            cs = (slice(c0, c1),)
+        def part(c, m):
+            cs, ns = slice(*c), slice(*m)
+            cols = col[(cs,) + (slice(None),) * nk + (ns,)]
             if self.phased:
-                buf[(slice(None),) * len(self.stride) + cs] = 0
+                buf[(slice(None),) * len(self.stride) + (cs, ns)] = 0
                 for k, (phase, grid) in self.offsets:
-                    buf[phase + cs + every + grid] += col[cs + k]
+                    buf[phase + (cs, ns) + grid] += cols[(slice(None),) + k]
                 for phase, grid, img in self.interior:
-                    oc[cs + every + img] = buf[phase + cs + every + grid]
+                    oc[(cs, ns) + img] = buf[phase + (cs, ns) + grid]
             else:
-                buf[cs] = 0
-                ic.col2im_add(buf[cs], self._by_image(col[cs]), self.kernel, self.stride,
+                buf[cs, ns] = 0
+                ic.col2im_add(buf[cs, ns], self._by_image(cols), self.kernel, self.stride,
                               self.dilation, self.grid_shape, lead_axes=2)
-                oc[cs] = ic.interior(buf[cs], self.pad, self.img_shape, lead_axes=2)
-        for_parts(xp, part, self.channels, col.size)
+                oc[cs, ns] = ic.interior(buf[cs, ns], self.pad, self.img_shape, lead_axes=2)
+        self._split(xp, part, n, col.size)
         return out
+
+    def _split(self, xp, part, n, size):
+        """part((c0, c1), (n0, n1)) over the threads: ranges of channels with every image, or
+        of images with every channel where there are fewer than four channels a thread and
+        more images than channels (LeNet's, CIFAR-10's and an RGB net's conv1: three channels
+        would keep three threads busy at most). Every value is computed alike in any part, so
+        the bits do not depend on the split."""
+        by_image = self.channels < 4 * num_threads() and n > self.channels
+        every_c, every_n = (0, self.channels), (0, n)
+        for_parts(xp, lambda a, b: part(every_c, (a, b)) if by_image
+                  else part((a, b), every_n), n if by_image else self.channels, size)
 
     def _lattice(self, a):
         """The (C, n, *grid) view of the points of image array ``a`` (n, C, *img) that a
@@ -221,16 +233,9 @@ class ColumnMaker:
 
     def _compiled(self, loops, source, target, n):
         """Stride-1 2-D im2col or col2im by kernels/im2col_jit.py (``loops``), split across
-        threads by channel, or by image where there are fewer than four channels a thread and
-        more images than channels (LeNet's and CIFAR-10's conv1: an even split)."""
-        every = [(0, self.channels), (0, n)]
-        axis = 1 if self.channels < 4 * num_threads() and n > self.channels else 0
-
-        def part(a, b):
-            ranges = list(every)
-            ranges[axis] = (a, b)
-            loops(source, self.dilation, self.pad, *ranges, target)
-        for_parts(numpy, part, every[axis][1], max(source.size, target.size))   # the columns
+        threads as ``_split`` splits."""
+        self._split(numpy, lambda c, m: loops(source, self.dilation, self.pad, c, m, target), n,
+                    max(source.size, target.size))   # the columns
         return target
 
 
