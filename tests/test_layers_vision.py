@@ -124,6 +124,33 @@ def test_convolution_batch_chunks_match(monkeypatch):
     numpy.testing.assert_allclose(bottom[0].diff, ref_bottom[0].diff, rtol=1e-12)
 
 
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_convolution_bias_added_in_the_move_is_added_after(monkeypatch, threads):
+    """A chunk's product moved into place with the bias in the same pass (split by channel)
+    gives the bits of moving it and adding the bias after."""
+    from caffecli.kernels import threads as kernel_threads
+    from caffecli.layers import convolution
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
+    text = conv("num_output: 5 kernel_size: 3 pad: 1 bias_filler { type: 'gaussian' }")
+    x = R.randn(4, 3, 7, 6).astype(numpy.float32)
+    tops = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(convolution.ConvolutionLayer, "_fused_bias", lambda self: None)
+        layer = make_layer(text)
+        bottom, top = [Blob(x.shape)], [Blob()]
+        bottom[0].data[...] = x
+        if tops:
+            layer.blobs = tops[0][0].blobs
+        layer.SetUp(bottom, top)
+        assert layer.chunk == 4
+        layer.Forward(bottom, top)
+        tops.append((layer, top[0].data.copy()))
+    assert tops[0][0].blobs[1].data.any()
+    assert tops[0][1].tobytes() == tops[1][1].tobytes()
+
+
 @pytest.mark.parametrize("params", ["num_output: 4 kernel_size: 3 pad: 1 group: 2",
                                     "num_output: 4 kernel_size: 1 group: 2"])
 def test_convolution_algorithms_agree_and_accumulate(monkeypatch, params):

@@ -344,17 +344,28 @@ class BaseConvolutionLayer(Layer):
 
     def _channels_first(self, x, n0, n1, name):
         """Images n0..n1 of x (n, c, *spatial) as a (g, c/g, nb * P) stack, image-major within
-        each channel, in the scratch buffer ``name`` (a chunk's GEMM operand)."""
+        each channel, in the scratch buffer ``name`` (a chunk's GEMM operand); channels split
+        across threads."""
         nb, c = n1 - n0, x.shape[1]
         out = self.scratch(name, (self.group, c // self.group, nb * x[0, 0].size), x.dtype)
-        out.reshape(c, nb, -1)[...] = x[n0:n1].reshape(nb, c, -1).transpose(1, 0, 2)
+        src, dst = x[n0:n1].reshape(nb, c, -1).transpose(1, 0, 2), out.reshape(c, nb, -1)
+        for_parts(self.xp, lambda c0, c1: dst[c0:c1].__setitem__(Ellipsis, src[c0:c1]), c,
+                  out.size)
         return out
 
-    @staticmethod
-    def _images_first(stack, dst):
-        """dst (nb, c, *spatial) = a (.., nb * P) stack of ``_channels_first``'s layout."""
+    def _images_first(self, stack, dst, bias=None):
+        """dst (nb, c, *spatial) = a (.., nb * P) stack of ``_channels_first``'s layout, plus
+        ``bias`` per channel in the same pass where given (one rounding, as adding it after);
+        channels split across threads."""
         nb, c = dst.shape[:2]
-        dst[...] = stack.reshape(c, nb, -1).transpose(1, 0, 2).reshape(dst.shape)
+        src, out = stack.reshape(c, nb, -1), dst.reshape(nb, c, -1).transpose(1, 0, 2)
+
+        def part(c0, c1):
+            if bias is None:
+                out[c0:c1] = src[c0:c1]
+            else:
+                self.xp.add(src[c0:c1], bias[c0:c1, None, None], out=out[c0:c1])
+        for_parts(self.xp, part, c, dst.size)
 
     def _grouped_weight(self):
         g = self.group

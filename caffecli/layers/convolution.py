@@ -92,13 +92,12 @@ class ConvolutionLayer(BaseConvolutionLayer):
     def _image_shape(self):
         return (self.num, self.channels) + tuple(self.in_shape)
 
-    def _fused_bias(self, y):
-        """The bias, where one device kernel adds it as it moves each chunk's product into
-        place (every chunk holds several images), else None."""
+    def _fused_bias(self):
+        """The bias, where it is added as each chunk's product moves into place (every chunk
+        holds several images: a chunk of one has its product written in place), else None."""
         if not (self.bias_term and self.chunk > 1 and (self.num - 1) % self.chunk):
             return None
-        bias = self.weights[1].data
-        return bias if device.usable(self.xp, y, bias) else None
+        return self.weights[1].data
 
     def _im2col_forward(self, x, w, y, bias=None):
         xp, g, m = self.xp, self.group, self.num_output
@@ -110,11 +109,11 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 gemm_stack(xp, w, col, y[n0].reshape(g, m // g, P))
                 continue
             out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb), col.dtype))
-            if bias is None:
-                self._images_first(out, y[n0:n1])
-            else:
+            if bias is not None and device.usable(xp, y, bias):
                 device.launch(xp, "im2col", "images_first_bias", out.size, out.dtype, out, bias,
                               *device.ints(nb, m, P), y[n0:n1])
+            else:
+                self._images_first(out, y[n0:n1], bias)
 
     def forward(self, bottom, top):
         m = self.num_output
@@ -128,7 +127,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
             if self._winograd(x, y.reshape((self.num, m) + tuple(self.out_shape)), False):
                 winograd_done = True
             else:
-                bias = self._fused_bias(y)
+                bias = self._fused_bias()
                 self._im2col_forward(x, w, y, bias)
             if self.bias_term and bias is None:
                 y += self.weights[1].data.reshape(1, m, 1)
