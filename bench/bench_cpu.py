@@ -1,7 +1,8 @@
 """CPU speed in one run: caffecli against PyTorch CPU (and real Caffe when a ``caffe`` binary is
 on PATH) on LeNet, CaffeNet, GoogLeNet and ResNet-50 forward-backward; the machine's sgemm rate
-and each net's GEMM-only limit; the peak of memory allocated during one iteration; CaffeNet's
-build + 244 MB weights load time; and ``caffecli --help``'s time. Prints the core count.
+and each net's GEMM-only limit; the peak of memory allocated during one iteration; an SGD
+update of CaffeNet's parameters against torch.optim.SGD's; CaffeNet's build + 244 MB weights
+load time; and ``caffecli --help``'s time. Prints the core count.
 
 Run by hand from the repository root (PyTorch is not a dependency of caffecli):
 
@@ -306,6 +307,30 @@ def by_layer_type(net, reps=3):
     return [(k, 1e3 * statistics.median(r[k] for r in runs)) for k in kinds]
 
 
+def update_ms(path, reps=5):
+    """Milliseconds of one SGD update (momentum 0.9, L2 weight decay 5e-4) of the parameters of
+    the net at ``path``: caffecli's solver update and torch.optim.SGD's step (foreach) on
+    tensors of the same shapes and gradients; and the parameter count."""
+    import torch
+    from caffecli.proto import caffe_pb2
+    from caffecli.solvers import get_solver
+    param = caffe_pb2.SolverParameter(base_lr=0.01, momentum=0.9, weight_decay=5e-4,
+                                      lr_policy="fixed", type="SGD", display=0)
+    param.net_param.CopyFrom(read_net_param(path))
+    solver = get_solver(param)
+    tensors = []
+    for p in solver.net.learnable_params:
+        p.diff[...] = numpy.random.RandomState(0).randn(*p.shape) * 1e-3
+        t = torch.from_numpy(p.data.copy()).requires_grad_()
+        t.grad = torch.from_numpy(p.diff.copy())
+        tensors.append(t)
+    step = torch.optim.SGD(tensors, lr=0.01, momentum=0.9, weight_decay=5e-4, foreach=True).step
+    ours = median_time(solver.apply_update, reps, warm=True)
+    theirs = median_time(step, reps, warm=True)
+    count = sum(p.count for p in solver.net.learnable_params)
+    return ours * 1e3, theirs * 1e3, count
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nets", default="lenet,caffenet,googlenet,resnet50")
@@ -349,6 +374,10 @@ def main(argv=None):
             peak_alloc_mb(net), "-" if real is None else "%.1f" % real))
         if args.by_type:
             print("    " + ", ".join("%s %.0f" % kv for kv in by_layer_type(net) if kv[1] >= 1))
+    ours, theirs, count = update_ms(NETS["caffenet"])
+    print("SGD update of CaffeNet's %.1fM parameters (momentum, weight decay): caffecli %.1f ms, "
+          "pytorch %.1f ms (torch.optim.SGD, foreach), %.2fx" % (count / 1e6, ours, theirs,
+                                                                 ours / theirs))
     with tempfile.TemporaryDirectory() as tmp:
         weights = caffenet_weights(tmp)
         print("CaffeNet deploy + %.0f MB weights, build and load: %.3f s (median of 5)"

@@ -9,7 +9,7 @@ import numpy
 from .. import backend, context, glog
 from ..blob import Blob
 from ..errors import CaffeError
-from ..kernels import device
+from ..kernels import device, solver_jit
 from .base import Solver, register_solver
 from .lr_policy import learning_rate
 
@@ -85,12 +85,15 @@ class SGDSolver(Solver):
         return (f32(self.param.momentum),)
 
     def fused_update(self, scalars):
-        """On the device, each parameter's whole update as one kernel (normalize, regularize,
-        update value, apply); False where the array code must run (the host, kernels off, or
-        a subclass with update steps of its own)."""
+        """Each parameter's whole update (normalize, regularize, update value, apply) as one
+        kernel: on the device kernels/cuda/solvers.cu, on the host kernels/solver_jit.py;
+        False where the array code must run (kernels off or not for these arrays, or a
+        subclass with update steps of its own)."""
         params = self.net.learnable_params
-        if not (context.is_gpu() and params and self._kernel_matches()):
+        if not (params and self._kernel_matches()):
             return False
+        if not context.is_gpu():
+            return self._host_update(scalars)
         xp = backend.device_module()
         if not device.usable(xp, params[0].at(context.GPU, False, False).data):
             return False
@@ -99,14 +102,39 @@ class SGDSolver(Solver):
         n = len(params)
         for param_id in range(n):
             p = self.param_at(param_id)
-            decay = f32(self.param.weight_decay) * f32(self.net.params_weight_decay[param_id])
-            reg = {"L1": 1, "L2": 2}.get(self.param.regularization_type) if decay else 0
-            if reg is None:
-                raise CaffeError("Unknown regularization type: " + self.param.regularization_type)
+            decay, reg = self._decay(param_id)
             histories = [self.history_at(param_id + k * n) for k in range(self.history_sets)]
             device.launch(xp, "solvers", self.update_kernel, p.data.size, p.data.dtype, p.data,
                           p.diff, *histories, *rates, f32(self.net.params_lr[param_id]), norm,
                           numpy.int32(reg), decay, *self.kernel_constants())
+        return True
+
+    def _decay(self, param_id):
+        """(local weight decay, regularization: 0 none, 1 L1, 2 L2)."""
+        decay = f32(self.param.weight_decay) * f32(self.net.params_weight_decay[param_id])
+        reg = {"L1": 1, "L2": 2}.get(self.param.regularization_type) if decay else 0
+        if reg is None:
+            raise CaffeError("Unknown regularization type: " + self.param.regularization_type)
+        return decay, reg
+
+    def _host_update(self, scalars):
+        """The host's compiled update, parameter by parameter, where every array is a host
+        array it takes; False (nothing done) otherwise."""
+        n = len(self.net.learnable_params)
+        flat = [[a.reshape(-1) for a in (p.data, p.diff)]
+                + [self.history_at(i + k * n).reshape(-1) for k in range(self.history_sets)]
+                for i, p in enumerate(self.param_at(i) for i in range(n))]
+        if not (solver_jit.usable(*(a for arrays in flat for a in arrays))
+                and all(a.dtype == arrays[0].dtype for arrays in flat for a in arrays)):
+            return False
+        norm = f32(1) / f32(max(self.param.iter_size, 1))
+        for param_id, (w, g, *histories) in enumerate(flat):
+            decay, reg = self._decay(param_id)
+            lr = self.local_rate(param_id, scalars["rate"])
+            if "correction" in scalars:
+                lr = lr * scalars["correction"]
+            solver_jit.update(self.update_kernel, w, g, histories, lr, norm, reg, decay,
+                              self.kernel_constants())
         return True
 
     def _kernel_matches(self):
