@@ -98,16 +98,33 @@ def fusing():
     return jit.usable(numpy.zeros(1)) and not context.is_gpu()
 
 
-def count_kernel_calls(monkeypatch):
-    calls = {"forward": 0, "backward": 0}
-    for way in calls:
-        original = getattr(channel_jit, "chain_" + way)
+def count_calls(monkeypatch, module, names):
+    """{name: calls so far} of ``module``'s functions ``names``, counted from now."""
+    calls = dict.fromkeys(names, 0)
+    for name in names:
+        original = getattr(module, name)
 
-        def counted(*args, _way=way, _original=original):
-            calls[_way] += 1
+        def counted(*args, _name=name, _original=original):
+            calls[_name] += 1
             return _original(*args)
-        monkeypatch.setattr(channel_jit, "chain_" + way, counted)
+        monkeypatch.setattr(module, name, counted)
     return calls
+
+
+def count_kernel_calls(monkeypatch):
+    return count_calls(monkeypatch, channel_jit, ["chain_forward", "chain_backward"])
+
+
+def stepped_alike(layers, dtype):
+    """A net of ``layers`` and its layer-by-layer twin after two steps each, checked the same
+    bits after each (the second accumulates nothing stale)."""
+    net = build(layers, dtype=dtype)
+    ref = reference(layers, net, dtype=dtype)
+    for _ in range(2):
+        step(net)
+        step(ref)
+        assert_same(net, ref)
+    return net
 
 
 def test_chains_found_where_resnet_has_them():
@@ -120,18 +137,12 @@ def test_chains_found_where_resnet_has_them():
                                          (numpy.float64, 0.25)])
 def test_fused_passes_compute_the_layers_values(dtype, slope, monkeypatch):
     calls = count_kernel_calls(monkeypatch)
-    layers = resnet_like(slope)
-    net = build(layers, dtype=dtype)
-    ref = reference(layers, net, dtype=dtype)
-    for _ in range(2):   # the second pass accumulates nothing stale
-        step(net)
-        step(ref)
-        assert_same(net, ref)
+    net = stepped_alike(resnet_like(slope), dtype)
     a = net.blob_by_name("a")
     assert ((a.data == 0) if slope == 0 else (a.data < 0)).any() and (a.data > 0).any()
     assert (a.diff == 0).any() == (slope == 0)
     fused = 4 if fusing() else 0
-    assert calls == {"forward": fused, "backward": fused}
+    assert calls == {"chain_forward": fused, "chain_backward": fused}
 
 
 def test_partial_ranges_and_watched_passes_run_the_layers(monkeypatch):
@@ -145,7 +156,7 @@ def test_partial_ranges_and_watched_passes_run_the_layers(monkeypatch):
     net.backward_from_to(None, 3)      # starts the first chain's backward at its ReLU...
     net.backward_from_to(2, 0)         # ...and finishes it here
     assert_same(net, ref)
-    assert calls["backward"] == (1 if fusing() else 0)
+    assert calls["chain_backward"] == (1 if fusing() else 0)
     seen = []
     net.before_backward.append(seen.append)   # a callback sees every layer: no chain
     step(net)
@@ -175,7 +186,7 @@ def test_without_compiled_kernels_the_chain_runs_its_layers(monkeypatch):
     step(net)
     step(ref)
     assert_same(net, ref)
-    assert calls == {"forward": 0, "backward": 0}
+    assert calls == {"chain_forward": 0, "chain_backward": 0}
 
 
 @pytest.mark.parametrize("layers", [
@@ -226,30 +237,16 @@ def residual(slope=0.0, sum_extra="", relu_extra="", c2_extra=""):
 
 
 def count_sum_calls(monkeypatch):
-    calls = {"sum_forward": 0, "split_backward": 0}
-    for way in calls:
-        original = getattr(relu_jit, way)
-
-        def counted(*args, _way=way, _original=original):
-            calls[_way] += 1
-            return _original(*args)
-        monkeypatch.setattr(relu_jit, way, counted)
-    return calls
+    return count_calls(monkeypatch, relu_jit, ["sum_forward", "split_backward"])
 
 
 @pytest.mark.parametrize("dtype,slope", [(numpy.float32, 0.0), (numpy.float32, 0.25),
                                          (numpy.float64, 0.0)])
 def test_fused_sums_compute_the_layers_values(dtype, slope, monkeypatch):
     calls = count_sum_calls(monkeypatch)
-    layers = residual(slope)
-    net = build(layers, dtype=dtype)
+    net = stepped_alike(residual(slope), dtype)
     assert [[r.name for r in c.records] for c in net.chains.values()] == [
         ["sum1", "r1"], ["sum2", "r2"]]
-    ref = reference(layers, net, dtype=dtype)
-    for _ in range(2):
-        step(net)
-        step(ref)
-        assert_same(net, ref)
     s = net.blob_by_name("s")
     assert ((s.data == 0) if slope == 0 else (s.data < 0)).any() and (s.data > 0).any()
     assert (net.blob_by_name("b").diff == 0).any() == (slope == 0)   # the sum's own bottom
