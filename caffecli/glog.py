@@ -1,6 +1,8 @@
 """glog-style log lines, as Caffe prints them, so BVLC's tools/extra/parse_log.py reads our logs.
 
-Format: ``I1122 09:00:00.123456  4242 solver.cpp:218] message``. The source tag
+Format: ``I1122 09:00:00.123456  4242 solver.cpp:218] message``, the classic glog prefix that
+parse_log.py parses; ``GLOG_log_year_in_prefix=1`` prints the year too (``I20261122 ...``), as
+Caffe linked against glog 0.6 or later does by default. The source tag
 (``solver.cpp:218``) names the Caffe source line that prints the same message, so users can
 grep logs with the same patterns they always used.
 
@@ -43,7 +45,8 @@ def _env_bool(name):
 
 def configure():
     """(Re)read GLOG_minloglevel, GLOG_v, GLOG_stderrthreshold, GLOG_logtostderr,
-    GLOG_alsologtostderr and GLOG_log_dir; logging is back to "not started" (stderr only)."""
+    GLOG_alsologtostderr, GLOG_log_dir and GLOG_log_year_in_prefix; logging is back to "not
+    started" (stderr only)."""
     with _lock:
         logfiles.close_all()
         _config.update(stream=_config.get("stream"), started=False, silenced=False,
@@ -52,7 +55,8 @@ def configure():
                        stderr_threshold=_env_int("GLOG_stderrthreshold", 2),
                        logtostderr=_env_bool("GLOG_logtostderr"),
                        alsologtostderr=_env_bool("GLOG_alsologtostderr"),
-                       log_dir=os.environ.get("GLOG_log_dir", ""))
+                       log_dir=os.environ.get("GLOG_log_dir", ""),
+                       year_in_prefix=_env_bool("GLOG_log_year_in_prefix"))
 
 
 def set_flags(**flags):
@@ -131,8 +135,9 @@ def _thread_id():
 
 def format_line(severity, where, message, now=None):
     now = now or datetime.datetime.now()
-    return "%s%02d%02d %02d:%02d:%02d.%06d %5d %s] %s" % (
-        severity, now.month, now.day, now.hour, now.minute, now.second,
+    year = "%04d" % now.year if _config.get("year_in_prefix") else ""
+    return "%s%s%02d%02d %02d:%02d:%02d.%06d %5d %s] %s" % (
+        severity, year, now.month, now.day, now.hour, now.minute, now.second,
         now.microsecond, _thread_id(), where, message)
 
 

@@ -132,7 +132,8 @@ def fresh_glog(monkeypatch, tmp_path):
     """glog as a new process would set it up from the environment; restored afterwards."""
     saved = glog.snapshot_config()
     monkeypatch.setenv("GLOG_log_dir", str(tmp_path))
-    for name in ("GLOG_minloglevel", "GLOG_logtostderr", "GLOG_alsologtostderr", "GLOG_v"):
+    for name in ("GLOG_minloglevel", "GLOG_logtostderr", "GLOG_alsologtostderr", "GLOG_v",
+                 "GLOG_log_year_in_prefix"):
         monkeypatch.delenv(name, raising=False)
     glog.configure()
     stream = io.StringIO()
@@ -182,6 +183,21 @@ def test_environment_booleans_read_as_glog_does(monkeypatch, value, expected, fr
     monkeypatch.setenv("GLOG_logtostderr", value)
     glog.configure()
     assert glog.snapshot_config()["logtostderr"] is expected
+
+
+def test_the_year_in_the_prefix_as_glog_0_6_prints_it_on_request(fresh_glog, monkeypatch):
+    """The classic prefix by default (BVLC's parse_log.py reads its month from characters
+    1-2); GLOG_log_year_in_prefix=1 prints the year first, as Caffe on glog 0.6+ does."""
+    import datetime
+    when = datetime.datetime(2026, 3, 4, 5, 6, 7, 89)
+    assert re.match(r"I0304 05:06:07\.000089 +\d+ net\.cpp:53\] x$",
+                    glog.format_line("I", "net.cpp:53", "x", when))
+    monkeypatch.setenv("GLOG_log_year_in_prefix", "1")
+    glog.configure()
+    assert re.match(r"I20260304 05:06:07\.000089 +\d+ net\.cpp:53\] x$",
+                    glog.format_line("I", "net.cpp:53", "x", when))
+    glog.info("_caffe.log", "dated")
+    assert re.match(r"I\d{8} ", fresh_glog.getvalue())
 
 
 def test_file_name_has_glogs_fields():
