@@ -71,15 +71,16 @@ def test_log_file_parses_as_parse_log_reads_it(tmp_path):
     assert all("loss" in r and r["LearningRate"] == 0.001 for r in train_rows)
     # from the first Iteration line on, parse_log.py reads a date from every line
     lines = text.splitlines()
-    first = next(i for i, l in enumerate(lines) if "Iteration" in l)
-    assert all(GLOG_LINE.match(l) and _log_time(l) for l in lines[first:])
+    first = next(i for i, line in enumerate(lines) if "Iteration" in line)
+    assert all(GLOG_LINE.match(line) and _log_time(line) for line in lines[first:])
 
 
 def test_minloglevel_filters_files_and_stderr(tmp_path):
     proc, logs = train_files(tmp_path, GLOG_minloglevel="1")
-    assert proc.stderr.splitlines() and all(l.startswith("W") for l in proc.stderr.splitlines())
+    errors = proc.stderr.splitlines()
+    assert errors and all(line.startswith("W") for line in errors)
     info = body(logs / "caffecli.INFO")
-    assert info and not any(l.startswith("I") for l in info)
+    assert info and not any(line.startswith("I") for line in info)
 
 
 def test_logtostderr_writes_no_file(tmp_path):

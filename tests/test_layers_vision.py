@@ -486,7 +486,8 @@ def test_lrn_across_channels_in_place_as_caffe_leaves_it():
 
 def test_lrn_within_channel_by_hand():
     x = R.randn(1, 1, 3, 3)
-    text = 'type: "LRN" lrn_param { local_size: 3 alpha: 0.3 beta: 0.7 norm_region: WITHIN_CHANNEL }'
+    text = ('type: "LRN" lrn_param { local_size: 3 alpha: 0.3 beta: 0.7 '
+            'norm_region: WITHIN_CHANNEL }')
     _, _, top = run(text, x)
     sq = numpy.pad(x[0, 0] ** 2, 1)
     avg = numpy.array([[sq[i:i + 3, j:j + 3].sum() / 9 for j in range(3)] for i in range(3)])
