@@ -227,12 +227,12 @@ def eltwise(name, bottoms, top, extra=""):
             % (name, " ".join('bottom: "%s"' % b for b in bottoms), top, extra))
 
 
-def residual(slope=0.0, sum_extra="", relu_extra="", c2_extra=""):
+def residual(slope=0.0, sum_extra=""):
     """A shortcut block: a = conv(data), b = conv(a); s = relu(a + b) in place; two of them
     (the second's sum reads the first's through a Split)."""
-    c2 = conv("c2", "a", "b").replace(" } } }", " } } %s }" % c2_extra)
-    return [HEAD, conv("c1", "data", "a"), c2, eltwise("sum1", ["a", "b"], "s", sum_extra),
-            relu("r1", "s", slope, relu_extra), conv("c3", "s", "c"),
+    return [HEAD, conv("c1", "data", "a"), conv("c2", "a", "b"),
+            eltwise("sum1", ["a", "b"], "s", sum_extra),
+            relu("r1", "s", slope), conv("c3", "s", "c"),
             eltwise("sum2", ["s", "c"], "t"), relu("r2", "t", slope), TAIL % "t"]
 
 
