@@ -22,6 +22,18 @@ def _slope(relu, dtype):
     return dtype.type(relu.layer_param.relu_param.negative_slope)
 
 
+def _run_forward(records, prepared):
+    """The records' forward computations, one by one, on their prepared views."""
+    for rec, views in zip(records, prepared):
+        rec.layer.run_forward(*views)
+
+
+def _run_backward(records, prepared):
+    """The records' backward computations, last first, on their prepared views."""
+    for rec, views in zip(reversed(records), prepared):
+        rec.layer.run_backward(*views, rec.bottom_need_backward)
+
+
 class NormChain:
     """BatchNorm -> Scale (-> ReLU) records of one in-place blob, run as one pass each way."""
 
@@ -49,8 +61,7 @@ class NormChain:
             if scale.bias_layer is not None else None
         if not (mean is not None and scale.dims == y.shape
                 and jit.usable(y, mean, std, s, *([] if bias is None else [bias]))):
-            for layer, views in zip((r.layer for r in self.records), prepared):
-                layer.run_forward(*views)
+            _run_forward(self.records, prepared)
             return True
         norm.std, norm.x_norm = std.reshape(1, -1, 1), y
         keep = scale.bottom_copy = scale.scratch("bottom_copy", y.shape, y.dtype)
@@ -74,8 +85,7 @@ class NormChain:
         s = scale.weights[0].data.reshape(-1)
         if not (norm.use_global_stats and all(scale.param_propagate_down)
                 and keep is not None and keep.shape == d.shape and jit.usable(d, y, keep, s, std)):
-            for layer, views in zip((r.layer for r in reversed(self.records)), prepared):
-                layer.run_backward(*views, [True])
+            _run_backward(self.records, prepared)
             return True
         sums = scale.scratch("sums", (2, d.shape[1]), numpy.float64)
         slope = self._slope(d.dtype)
@@ -106,8 +116,7 @@ class SumChain:
         (_, bottoms, tops, _) = prepared[0]
         a, b, y = bottoms[0].data, bottoms[1].data, tops[0].data
         if not (a.shape == b.shape == y.shape and jit.usable(a, b, y)):
-            for rec, views in zip(self.records, prepared):
-                rec.layer.run_forward(*views)
+            _run_forward(self.records, prepared)
             return True
         a, b, y = a.reshape(-1), b.reshape(-1), y.reshape(-1)
         slope = _slope(self.records[1].layer, y.dtype)
@@ -129,8 +138,7 @@ class SumChain:
         top, bottoms = prepared[0][1][0], prepared[1][2]
         y, d, da, db = top.data, top.diff, bottoms[0].diff, bottoms[1].diff
         if not (y.shape == d.shape == da.shape == db.shape and jit.usable(y, d, da, db)):
-            for rec, views in zip(reversed(self.records), prepared):
-                rec.layer.run_backward(*views, rec.bottom_need_backward)
+            _run_backward(self.records, prepared)
             return True
         y, d, da, db = y.reshape(-1), d.reshape(-1), da.reshape(-1), db.reshape(-1)
         slope = _slope(relu.layer, y.dtype)

@@ -86,18 +86,12 @@ def _constants(kind, constants):
     return (tuple(constants) + (numpy.float32(0),) * 5)[:5]
 
 
-def usable(*arrays):
-    """Whether the compiled update takes these arrays (flat views of host arrays)."""
-    return jit.usable(*arrays)
-
-
 def update(name, w, g, histories, lr, norm, reg, decay, constants):
     """The update ``name`` (SOLVERS) of flat arrays w and g with their histories, in place, on
     every core; ``lr`` the parameter's rate (Adam's times its bias correction), ``constants``
     the solver's kernel_constants."""
     t = w.dtype.type
-    h = histories[0] if histories else g
-    h2 = histories[1] if len(histories) > 1 else h
+    h, h2 = histories[0], histories[-1]    # one history set: h2 is h, unread
     kind = SOLVERS.index(name)
     k = tuple(t(v) for v in _constants(kind, constants))
     run = _specialized(kind, reg)

@@ -87,8 +87,8 @@ class Net(EngineView, BatchedRuns):
 
     @property
     def fuse(self):
-        """Whether in-place BatchNorm -> Scale (-> ReLU) chains run as one pass each way
-        (caffecli/fusion.py); False runs every layer by itself."""
+        """Whether in-place BatchNorm -> Scale (-> ReLU) chains and Eltwise SUM -> ReLU pairs
+        run as one pass each way (caffecli/fusion.py); False runs every layer by itself."""
         return self._engine.fuse
 
     @fuse.setter

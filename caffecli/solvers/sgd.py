@@ -9,7 +9,7 @@ import numpy
 from .. import backend, context, glog
 from ..blob import Blob
 from ..errors import CaffeError
-from ..kernels import device, solver_jit
+from ..kernels import device, jit, solver_jit
 from .base import Solver, register_solver
 from .lr_policy import learning_rate
 
@@ -124,7 +124,7 @@ class SGDSolver(Solver):
         flat = [[a.reshape(-1) for a in (p.data, p.diff)]
                 + [self.history_at(i + k * n).reshape(-1) for k in range(self.history_sets)]
                 for i, p in enumerate(self.param_at(i) for i in range(n))]
-        if not (solver_jit.usable(*(a for arrays in flat for a in arrays))
+        if not (jit.usable(*(a for arrays in flat for a in arrays))
                 and all(a.dtype == arrays[0].dtype for arrays in flat for a in arrays)):
             return False
         norm = f32(1) / f32(max(self.param.iter_size, 1))
