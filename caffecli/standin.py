@@ -7,9 +7,11 @@ silently; unlike cupy, it counts every host<->device copy (``transfers``; ``tran
 thread).
 
 Its streams capture CUDA graphs (standin_graph.py), and a host<->device copy on a capturing
-stream fails as CUDA fails it.
+stream fails as CUDA fails it; a cuBLAS-backed call (a product, ``cublas.gemm``) fails there as
+cupy fails it, while ``cublas_library`` takes the direct calls cuBLAS itself records.
 """
 import contextlib
+import ctypes
 import operator
 import os
 import sys
@@ -18,6 +20,7 @@ import types
 
 import numpy
 from numpy.lib.mixins import NDArrayOperatorsMixin
+from numpy.lib.stride_tricks import as_strided
 
 from . import standin_graph as graph
 from . import standin_kernels
@@ -69,11 +72,16 @@ def _wrap(obj):
     return obj
 
 
+_CUBLAS_BACKED = {"matmul", "dot", "vdot", "inner", "tensordot", "einsum"}
+
+
 def _call(fn, args, kwargs):
     args, kwargs = _unwrap(args), {k: _unwrap(v) for k, v in kwargs.items()}
     tape = graph.active()
     if tape is None:
         return _wrap(fn(*args, **kwargs))
+    if getattr(fn, "__name__", None) in _CUBLAS_BACKED:
+        _refuse_cublas()
     inputs = tape.before(fn, args, kwargs)
     result = _wrap(fn(*args, **kwargs))
     tape.record(fn, args, kwargs, inputs, result)
@@ -298,8 +306,10 @@ def _device_properties(device):
 
 cuda = types.SimpleNamespace(
     Device=_Device, Stream=graph.Stream, get_current_stream=lambda: graph.Stream(null=True),
-    Graph=graph.Graph, MemoryPool=graph.MemoryPool, using_allocator=lambda allocator=None:
-    contextlib.nullcontext(), alloc_pinned_memory=bytearray,
+    Graph=graph.Graph, MemoryPool=graph.MemoryPool,
+    device=types.SimpleNamespace(get_cublas_handle=lambda: 1),
+    using_allocator=lambda allocator=None: contextlib.nullcontext(),
+    alloc_pinned_memory=bytearray,
     runtime=types.SimpleNamespace(getDeviceCount=device_count,
                                   getDeviceProperties=_device_properties,
                                   runtimeGetVersion=lambda: 0, driverGetVersion=lambda: 0))
@@ -318,13 +328,48 @@ def _gemm_in_place(transa, transb, a, b, target, alpha, beta):
         target[...] = product
 
 
+def _refuse_cublas():
+    """What cupy says of any cuBLAS call (its products, cupy.cublas) while a stream captures."""
+    if graph.active() is not None:
+        raise NotImplementedError("calling cuBLAS API during stream capture is currently "
+                                  "unsupported")
+
+
 def _cublas_gemm(transa, transb, a, b, out=None, alpha=1.0, beta=0.0):
     """cupy.cublas.gemm: out = alpha * op(a) @ op(b) + beta * out, in place."""
+    _refuse_cublas()
     _call(_gemm_in_place, (transa, transb, a, b, out, alpha, beta), {})
     return out
 
 
 cublas = types.SimpleNamespace(gemm=_cublas_gemm)
+
+
+def _column_major(pointer, rows, cols, ld, dtype):
+    """The (rows, cols) column-major matrix of leading dimension ``ld`` at ``pointer``."""
+    itemsize = numpy.dtype(dtype).itemsize
+    extent = ((cols - 1) * ld + rows) * itemsize
+    flat = numpy.frombuffer((ctypes.c_char * extent).from_address(pointer), dtype=dtype)
+    return ndarray(as_strided(flat, (rows, cols), (itemsize, ld * itemsize), writeable=True))
+
+
+def _gemm_by_pointer(dtype, handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                     ldc):
+    """cublas<S|D>gemm_v2 on memory found by address; cuBLAS's status (7: a bad argument)."""
+    a_rows, b_rows = (m if transa == 0 else k), (k if transb == 0 else n)
+    if min(m, n, k) < 0 or lda < max(1, a_rows) or ldb < max(1, b_rows) or ldc < max(1, m):
+        return 7
+    x = _column_major(a, a_rows, k if transa == 0 else m, lda, dtype)
+    y = _column_major(b, b_rows, n if transb == 0 else k, ldb, dtype)
+    _call(_gemm_in_place, (transa, transb, x, y, _column_major(c, m, n, ldc, dtype),
+                           alpha.contents.value, beta.contents.value), {})
+    return 0
+
+
+cublas_library = types.SimpleNamespace(   # libcublas as kernels/cublas_direct.py calls it
+    cublasSgemm_v2=lambda *args: _gemm_by_pointer(numpy.float32, *args),
+    cublasDgemm_v2=lambda *args: _gemm_by_pointer(numpy.float64, *args),
+    cublasSetStream_v2=lambda handle, stream: 0, cublasSetPointerMode_v2=lambda handle, mode: 0)
 
 
 class RawModule(standin_kernels.RawModule):

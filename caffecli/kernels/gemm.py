@@ -8,7 +8,8 @@ beta 1, in place with no product-sized temporary, except where the diff is small
 dimension long (a convolution's weight gradient over a whole batch): there numpy's product plus
 an add is the faster (LeNet conv2 50x4096 @ 4096x500: 38 vs 26 GFLOP/s) and the temporary is
 at most ``SMALL_OUT`` values. On the device the same goes to cuBLAS through cupy's
-``cupy.cublas.gemm`` (beta 0 or 1 on the output, C- or Fortran-ordered operands as they are).
+``cupy.cublas.gemm`` (beta 0 or 1 on the output, C- or Fortran-ordered operands as they are),
+and while a CUDA graph captures to the same cuBLAS call through kernels/cublas_direct.py.
 A few rows times a large matrix's transpose (a fully connected layer's forward at a small
 batch) goes to kernels/skinny_jit.py, which streams the weights at memory speed.
 Anything else (other dtypes, strided operands, a device module without cuBLAS) uses
@@ -24,8 +25,8 @@ import importlib
 import numpy
 from scipy.linalg import blas
 
-from .. import NUMPY_BLAS_QUIET
-from . import skinny_jit
+from .. import NUMPY_BLAS_QUIET, replay
+from . import cublas_direct, skinny_jit
 
 SMALL_OUT = 1 << 18  # largest diff (values) accumulated through a temporary product
 LONG_INNER = 1024  # shortest inner dimension for which that pays
@@ -91,6 +92,8 @@ def _device_gemm(xp, a, b, out, beta):
         return False
     if not all(m.flags.c_contiguous or m.flags.f_contiguous for m in (a, b, out)):
         return False
+    if replay.capturing():   # cupy refuses cuBLAS calls while its stream captures
+        return cublas_direct.gemm(xp, a, b, out, beta)
     cublas.gemm("N", "N", a, b, out=out, alpha=1.0, beta=beta)
     return True
 
