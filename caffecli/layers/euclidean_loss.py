@@ -6,6 +6,14 @@ from ..registry import register_layer
 from ._loss import loss_weight
 
 
+def _sum_of_squares(flat):
+    """flat . flat: BLAS's dot on the host (caffe_cpu_dot), a reduction on the device, which a
+    CUDA graph can record (cupy refuses cuBLAS's dot while a stream captures)."""
+    if isinstance(flat, numpy.ndarray):
+        return flat.dot(flat)
+    return (flat * flat).sum()
+
+
 @register_layer("EuclideanLoss")
 class EuclideanLossLayer(LossLayer):
     """sum((a - b)^2) / (2 num); gradients +-(a - b) * weight / num to both inputs."""
@@ -23,7 +31,7 @@ class EuclideanLossLayer(LossLayer):
         self.diff = bottom[0].data - bottom[1].data.reshape(bottom[0].shape)
         flat = self.diff.reshape(-1)
         dt = numpy.dtype(bottom[0].dtype)
-        top[0].data[...] = flat.dot(flat) / dt.type(bottom[0].num) / dt.type(2)
+        top[0].data[...] = _sum_of_squares(flat) / dt.type(bottom[0].num) / dt.type(2)
 
     def backward(self, top, propagate_down, bottom):
         dt = numpy.dtype(bottom[0].dtype)
