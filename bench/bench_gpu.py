@@ -10,11 +10,11 @@ Both sides run the same layers with the same shapes (PyTorch's twin is built fro
 layer records, as in bench_cpu.py), TRAIN phase, every gradient including the inputs', after
 warm-up passes; every timed pass ends with a device synchronize. PyTorch is timed twice: strict
 FP32 (TF32 off for cuDNN and matmul: the arithmetic caffecli does) and with its defaults.
-caffecli is timed eagerly and, in the "graph" column, through Net.forward_backward with
-CAFFECLI_CUDA_GRAPHS=1 (the pass captured once as a CUDA graph and replayed), and in the "cudnn"
-column eagerly with CAFFECLI_CUDNN=1 (Convolution and Deconvolution on cuDNN's graphs through
-nvidia-cudnn-frontend, kernels/cudnn_engines.py; a line above the table says when the frontend
-is missing and the column is the CAFFE engine's). The demo rows
+caffecli is timed eagerly with its default engines (Convolution and Deconvolution on cuDNN's
+graphs through nvidia-cudnn-frontend, kernels/cudnn_engines.py; a line above the table says
+when the frontend is missing), in the "graph" column the same through Net.forward_backward with
+CAFFECLI_CUDA_GRAPHS=1 (the pass captured once as a CUDA graph and replayed), and in the "caffe
+eng" column eagerly with CAFFECLI_CUDNN=0 (caffecli's own device code only). The demo rows
 train models/lenet/lenet_solver.prototxt (eagerly, then with graphs) on the LMDBs ``make demo``
 writes (data/mnist) for ``--demo-iterations`` and projects the 10,000 iterations of the solver.
 ``CAFFECLI_STANDIN_GPU=1 python bench/bench_gpu.py --torch-device cpu`` runs the whole script
@@ -56,9 +56,10 @@ def with_cudnn(on):
     os.environ["CAFFECLI_CUDNN"] = "1" if on else "0"
 
 
-def caffecli_ms(name, batch, gpu, warmup, reps, graphs=False, cudnn=False):
-    """Eager passes, or with ``graphs`` Net.forward_backward's captured graph replayed; with
-    ``cudnn`` on the cuDNN engines."""
+def caffecli_ms(name, batch, gpu, warmup, reps, graphs=False, cudnn=True):
+    """Eager passes, or with ``graphs`` Net.forward_backward's captured graph replayed; without
+    ``cudnn`` on caffecli's own device code only."""
+    saved = os.environ.get("CAFFECLI_CUDNN")
     with_cudnn(cudnn)
     context.set_mode_cpu()
     net = bench_cpu.caffecli_net(bench_cpu.NETS[name], batch)
@@ -70,7 +71,10 @@ def caffecli_ms(name, batch, gpu, warmup, reps, graphs=False, cudnn=False):
         return timed_ms(step, backend.synchronize, max(warmup, 3), reps)
     finally:
         with_graphs(False)
-        with_cudnn(False)
+        if saved is None:
+            os.environ.pop("CAFFECLI_CUDNN")
+        else:
+            os.environ["CAFFECLI_CUDNN"] = saved
         context.set_mode_cpu()
 
 
@@ -146,25 +150,23 @@ def main(argv=None):
     print("device: %s (GPU %d); torch %s on %s; %s" % (
         name.decode() if isinstance(name, bytes) else name, args.gpu, torch.__version__, device,
         ", ".join("%s %s" % kv for kv in backend.software_versions())))
-    with_cudnn(True)
     print("cuDNN engines: %s" % (engines.cudnn_missing() or "on (nvidia-cudnn-frontend)"))
-    with_cudnn(False)
     print("forward-backward, every gradient, FP32; ms per iteration, medians of %d"
           % args.rounds)
     print("%-10s %6s %10s %12s %7s %12s %7s %10s %7s %10s %7s" % (
         "net", "batch", "caffecli", "torch fp32", "ratio", "torch dflt", "ratio", "graph",
-        "ratio", "cudnn", "ratio"))
+        "ratio", "caffe eng", "ratio"))
     for item in args.nets.split(","):
         net, batch = item.split(":")
         batch = int(batch)
         ours = caffecli_ms(net, batch, args.gpu, args.warmup, args.rounds)
         graphed = caffecli_ms(net, batch, args.gpu, args.warmup, args.rounds, graphs=True)
-        on_cudnn = caffecli_ms(net, batch, args.gpu, args.warmup, args.rounds, cudnn=True)
+        own = caffecli_ms(net, batch, args.gpu, args.warmup, args.rounds, cudnn=False)
         strict = torch_ms(net, batch, device, args.warmup, args.rounds, strict=True)
         default = torch_ms(net, batch, device, args.warmup, args.rounds, strict=False)
         print("%-10s %6d %10.2f %12.2f %6.2fx %12.2f %6.2fx %10.2f %6.2fx %10.2f %6.2fx" % (
             net, batch, ours, strict, ours / strict, default, ours / default, graphed,
-            graphed / strict, on_cudnn, on_cudnn / strict))
+            graphed / strict, own, own / strict))
     for graphs in (False, True):
         rate = demo_throughput(args.gpu, args.demo_iterations, graphs)
         if rate is None:
@@ -172,8 +174,8 @@ def main(argv=None):
             break
         print("MNIST demo (LeNet, batch 64, SGD%s): %.0f iterations/s; 10,000 iterations ~ "
               "%.1f s" % (", CUDA graph" if graphs else "", rate, 10000 / rate))
-    print("ratio = caffecli / pytorch (above 1: caffecli is slower); the graph's and cudnn's "
-          "ratios are against strict FP32")
+    print("ratio = caffecli / pytorch (above 1: caffecli is slower); the graph's and caffe "
+          "eng's ratios are against strict FP32")
 
 
 if __name__ == "__main__":

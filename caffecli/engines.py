@@ -10,8 +10,8 @@ device views: ``reshape`` (build per-shape plans there, see PlanCache), ``forwar
 configuration (Caffe's rules here, or ``Unsupported`` raised by the engine's reshape when its
 plan cannot be built), the layer runs on CAFFE; a layer that asked for CUDNN by name, or whose
 plan failed, says so in one INFO line. An engine class with ``by_default = False`` runs only
-where the prototxt names CUDNN. The cuDNN engines stay off until they have run on a GPU
-(``CAFFECLI_CUDNN=1`` turns them on; see the README's GPU section).
+where the prototxt names CUDNN. The cuDNN engines are on where the frontend is installed
+(all golden cases agree on them on an H200); ``CAFFECLI_CUDNN=0`` turns them off.
 """
 import importlib
 import importlib.util
@@ -51,14 +51,14 @@ def requested(layer_param):
 
 
 def enabled():
-    """Whether the cuDNN engines are on (CAFFECLI_CUDNN=1: off until verified on a GPU)."""
-    return os.environ.get("CAFFECLI_CUDNN", "0") not in ("", "0")
+    """Whether the cuDNN engines may run (unless CAFFECLI_CUDNN=0)."""
+    return os.environ.get("CAFFECLI_CUDNN", "1") != "0"
 
 
 def cudnn_missing():
     """Why the process cannot use cuDNN (None when it can)."""
     if not enabled():
-        return "caffecli's cuDNN engines are off until verified on a GPU (CAFFECLI_CUDNN=1)"
+        return "caffecli's cuDNN engines are turned off (CAFFECLI_CUDNN=0)"
     if backend.is_standin():
         return "the stand-in device has no cuDNN"
     if importlib.util.find_spec("cudnn") is None:

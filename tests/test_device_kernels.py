@@ -30,10 +30,11 @@ needs_compiler = pytest.mark.skipif(standin_kernels.compiler() is None,
 
 @pytest.fixture
 def kernel_device(monkeypatch):
-    """The device the kernels run on (the GPU, else the stand-in); the test starts in CPU mode
-    and switches itself."""
+    """The device the kernels run on (the GPU, else the stand-in), with the CAFFE engine's
+    code (cuDNN off); the test starts in CPU mode and switches itself."""
     if not ON_A_GPU and standin_kernels.compiler() is None:
         pytest.skip("no GPU, and the stand-in device needs a C++ compiler for device kernels")
+    monkeypatch.setenv("CAFFECLI_CUDNN", "0")
     enter_gpu_mode(monkeypatch)
     context.set_mode_cpu()
     yield

@@ -47,9 +47,12 @@ def contiguous(shape):
 class Plan:
     """One cuDNN graph built for fixed shapes. ``make(graph, kind)`` declares it and returns
     its operand tensors, inputs then output; ``run`` takes their arrays in that order and
-    executes ``repeat`` times, moving each operand by its ``offsets`` (bytes) every time."""
+    executes ``repeat`` times, moving each operand by its ``offsets`` (bytes) every time.
+    ``strict`` leaves out FP32 plans with tensor-core or down-converting notes (convolutions);
+    pointwise graphs have no products to round, and with that filter cuDNN 9.19 on an H200
+    left no plan for them, so they keep every plan."""
 
-    def __init__(self, xp, dtype, make, repeat=1, offsets=None):
+    def __init__(self, xp, dtype, make, repeat=1, offsets=None, strict=True):
         kind = _KINDS.get(numpy.dtype(dtype).name)
         if kind is None:
             raise engines.Unsupported("caffecli's cuDNN engines take float32 and float64, "
@@ -61,7 +64,7 @@ class Plan:
             graph.validate()
             graph.build_operation_graph()
             graph.create_execution_plans([cudnn.heur_mode.A, cudnn.heur_mode.FALLBACK])
-            if kind == cudnn.data_type.FLOAT:
+            if strict and kind == cudnn.data_type.FLOAT:
                 graph.deselect_numeric_notes(_STRICT_FP32)
             graph.deselect_workspace_greater_than(WORKSPACE_LIMIT)
             graph.check_support()
@@ -223,9 +226,21 @@ class ConvolutionEngine:
 
 
 # ---- pointwise (by name only: caffecli's own one-pass kernels run these under DEFAULT) ---
-def _elementwise(count, kind_of_graph):
-    """``make`` for Plan: ``kind_of_graph(graph, tensor)`` on (1, count, 1, 1) operands."""
-    dims, strides = [1, count, 1, 1], [count, 1, 1, 1]
+def _layouts(shape):
+    """(dims, strides) declaring a contiguous array of ``shape`` to a pointwise-only graph, in
+    the order tried: cuDNN 9.19 on an H200 plans a flat 3-D (1, 1, count) tensor and a 4-D one
+    with channels-last strides, not (1, count, 1, 1) nor NCHW. Every operand is declared alike,
+    and each layout covers the memory once, so any maps every element to itself."""
+    count = int(numpy.prod(shape))
+    yield [1, 1, count], [count, count, 1]
+    if len(shape) == 4:
+        n, c, h, w = (int(d) for d in shape)
+        yield [n, c, h, w], [c * h * w, 1, w * c, c]
+
+
+def _elementwise(layout, kind_of_graph):
+    """``make`` for Plan: ``kind_of_graph(graph, tensor)`` on operands of ``layout``."""
+    dims, strides = layout
 
     def make(graph, kind):
         def tensor(name):
@@ -247,13 +262,20 @@ class PointwiseEngine:
         self.plans = engines.PlanCache(self._build)
 
     def _build(self, key):
-        direction, count, dtype = key
-        return Plan(self.layer.xp, dtype,
-                    _elementwise(count, getattr(self, "declare_" + direction)))
+        direction, shape, dtype = key
+        failure = None
+        for layout in _layouts(shape):
+            try:
+                return Plan(self.layer.xp, dtype,
+                            _elementwise(layout, getattr(self, "declare_" + direction)),
+                            strict=False)
+            except engines.Unsupported as exc:
+                failure = failure or exc
+        raise failure
 
     def reshape(self, bottom, top):
         x = bottom[0].data
-        self.key = (x.size, x.dtype.str)
+        self.key = (tuple(x.shape), x.dtype.str)
         self.plans.get(("forward",) + self.key)
 
     def forward(self, bottom, top):
