@@ -1,4 +1,5 @@
-"""A net's forward-backward captured once as a CUDA graph and replayed (``CAFFECLI_CUDA_GRAPHS=1``).
+"""A net's forward-backward captured once as a CUDA graph and replayed (on by default on a GPU;
+``CAFFECLI_CUDA_GRAPHS=0`` turns it off).
 
 On small nets the GPU waits on Python: each layer costs tens of microseconds of interpreter
 time for microseconds of kernels. With graphs on, Net.forward_backward runs the leading data
@@ -24,8 +25,8 @@ WARMUP_PASSES = 1  # eager passes with unchanged shapes and memory before the ca
 
 
 def enabled():
-    """Whether CUDA graphs are asked for (CAFFECLI_CUDA_GRAPHS=1; off by default)."""
-    return os.environ.get("CAFFECLI_CUDA_GRAPHS", "0") not in ("", "0")
+    """Whether CUDA graphs may be used (unless CAFFECLI_CUDA_GRAPHS=0)."""
+    return os.environ.get("CAFFECLI_CUDA_GRAPHS", "1") != "0"
 
 
 def capturing():

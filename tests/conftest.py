@@ -24,8 +24,8 @@ atexit.register(shutil.rmtree, LOG_DIR, True)
 
 
 def pytest_generate_tests(metafunc):
-    """``devices``-marked tests run in CPU and GPU mode; ``devices(graphs=True)`` also in GPU
-    mode with CUDA graphs on (CAFFECLI_CUDA_GRAPHS=1)."""
+    """``devices``-marked tests run in CPU and GPU mode (eager: CAFFECLI_CUDA_GRAPHS=0);
+    ``devices(graphs=True)`` also in GPU mode with CUDA graphs on."""
     marker = metafunc.definition.get_closest_marker("devices")
     if marker and "device_mode" in metafunc.fixturenames:
         modes = ["cpu", "gpu"] + (["gpu-graphs"] if marker.kwargs.get("graphs") else [])
@@ -69,8 +69,7 @@ def device_mode(request, monkeypatch):
     mode = getattr(request, "param", "cpu")
     if mode.startswith("gpu"):
         enter_gpu_mode(monkeypatch)
-    if mode == "gpu-graphs":
-        monkeypatch.setenv("CAFFECLI_CUDA_GRAPHS", "1")
+        monkeypatch.setenv("CAFFECLI_CUDA_GRAPHS", "1" if mode == "gpu-graphs" else "0")
     yield mode
     context.set_mode_cpu()
 

@@ -188,14 +188,18 @@ def test_a_captured_lenet_trains_as_eager_copying_only_batch_in_and_loss_out(
     assert_same(results[False][1], results[True][1])
 
 
-def test_graphs_stay_off_unless_asked_for(monkeypatch, standin):
+def test_graphs_are_on_by_default_and_off_with_0(monkeypatch, standin):
     monkeypatch.delenv("CAFFECLI_CUDA_GRAPHS", raising=False)
-    assert not replay.enabled()
+    assert replay.enabled()
     context.set_mode_gpu()
-    net = caffecli.Net(parse_text(NET % "MAX", caffe_pb2.NetParameter()), caffecli.TRAIN,
-                       log=False)
-    passes(net, 3, (6,))
-    assert "_graph_step" not in net.engine.__dict__
+    for setting, captured in ((None, True), ("0", False)):
+        if setting:
+            monkeypatch.setenv("CAFFECLI_CUDA_GRAPHS", setting)
+        net = caffecli.Net(parse_text(NET % "MAX", caffe_pb2.NetParameter()), caffecli.TRAIN,
+                           log=False)
+        passes(net, 3, (6,))
+        step = net.engine.__dict__.get("_graph_step")
+        assert (step is not None and step.graph is not None) == captured
 
 
 # ---- the stand-in's capture, as CUDA's ------------------------------------------------------

@@ -1,5 +1,6 @@
-"""A solver's whole iteration as one CUDA graph (CAFFECLI_CUDA_GRAPHS=1): the diffs cleared, the
-layers' forward and backward, and every parameter's update, replayed after the data layers.
+"""A solver's whole iteration as one CUDA graph (unless CAFFECLI_CUDA_GRAPHS=0): the diffs
+cleared, the layers' forward and backward, and every parameter's update, replayed after the
+data layers.
 
 The update's host values (the learning rate, Adam's bias correction) become device scalars
 refilled before each launch from the same policy the eager update uses, so replays update as
