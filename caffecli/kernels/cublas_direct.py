@@ -11,7 +11,8 @@ import ctypes
 
 import numpy
 
-_OP_N, _OP_T = 0, 1
+from .blas_layout import column_major
+
 _POINTER_MODE_HOST = 0
 _lib = None
 
@@ -38,32 +39,16 @@ def _library(xp):
     return _lib
 
 
-def _operand(x):
-    """(op, leading dimension) that makes the column-major view of ``x``'s memory ``x``, or
-    None when ``x`` is neither F- nor C-ordered."""
-    rows, cols = x.shape
-    if x.flags.f_contiguous:
-        return _OP_N, max(1, rows)
-    if x.flags.c_contiguous:   # its memory is x.T in column-major order
-        return _OP_T, max(1, cols)
-    return None
-
-
 def plan(a, b, out):
-    """The column-major call computing out = a @ b: (c, x, y, transx, transy, m, n, k, ldx,
-    ldy, ldc) with c = x @ y in cuBLAS's terms, or None where an operand would need a copy.
-    A C-ordered ``out`` is computed as its transpose, out.T = b.T @ a.T."""
-    if out.flags.f_contiguous:
-        c, x, y = out, a, b
-    elif out.flags.c_contiguous:
-        c, x, y = out.T, b.T, a.T
-    else:
+    """The cuBLAS call computing out = a @ b: (c, x, y, transx, transy, m, n, k, ldx, ldy,
+    ldc), c = op(x) @ op(y) on Fortran-ordered arrays, or None where an operand would need a
+    copy."""
+    found = column_major(a, b, out)
+    if found is None:
         return None
-    ox, oy = _operand(x), _operand(y)
-    if ox is None or oy is None:
-        return None
+    c, (x, tx), (y, ty) = found
     m, n = c.shape
-    return c, x, y, ox[0], oy[0], m, n, x.shape[1], ox[1], oy[1], max(1, m)
+    return c, x, y, tx, ty, m, n, a.shape[1], max(1, x.shape[0]), max(1, y.shape[0]), max(1, m)
 
 
 def gemm(xp, a, b, out, beta):

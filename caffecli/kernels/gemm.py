@@ -27,20 +27,12 @@ from scipy.linalg import blas
 
 from .. import NUMPY_BLAS_QUIET, replay
 from . import cublas_direct, skinny_jit
+from .blas_layout import column_major
 
 SMALL_OUT = 1 << 18  # largest diff (values) accumulated through a temporary product
 LONG_INNER = 1024  # shortest inner dimension for which that pays
 
 _GEMM = {numpy.dtype(numpy.float32): blas.sgemm, numpy.dtype(numpy.float64): blas.dgemm}
-
-
-def _as_fortran(m):
-    """(F-ordered array, trans flag) whose op() is ``m``, or None when ``m`` is neither order."""
-    if m.flags.f_contiguous:
-        return m, 0
-    if m.flags.c_contiguous:
-        return m.T, 1
-    return None
 
 
 def _host_gemm(a, b, out, beta):
@@ -54,15 +46,10 @@ def _host_gemm(a, b, out, beta):
     if NUMPY_BLAS_QUIET and out.size <= SMALL_OUT and a.shape[1] >= LONG_INNER:
         out += numpy.matmul(a, b)
         return True
-    if out.flags.f_contiguous:
-        c, x, y = out, a, b
-    elif out.flags.c_contiguous:  # out^T = b^T a^T, out^T being Fortran-ordered
-        c, x, y = out.T, b.T, a.T
-    else:
+    found = column_major(a, b, out)
+    if found is None:
         return False
-    fx, fy = _as_fortran(x), _as_fortran(y)
-    if fx is None or fy is None:
-        return False
+    c, fx, fy = found
     call(1.0, fx[0], fy[0], beta=beta, c=c, trans_a=fx[1], trans_b=fy[1], overwrite_c=1)
     return True
 
