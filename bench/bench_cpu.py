@@ -30,7 +30,10 @@ import time
 import tracemalloc
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.path.join(os.path.dirname(ROOT), "shared")
+# ../shared beside the checkout, else the copy `make carry` puts in it (for a GPU host)
+SHARED = next((p for p in (os.path.join(os.path.dirname(ROOT), "shared"),
+                           os.path.join(ROOT, "shared")) if os.path.isdir(os.path.join(p, "zoo"))),
+              os.path.join(os.path.dirname(ROOT), "shared"))
 sys.path.insert(0, ROOT)
 from caffecli import context  # noqa: E402  (before numpy: its BLAS reads caffecli's settings)
 from caffecli.kernels.threads import num_threads  # noqa: E402

@@ -32,11 +32,6 @@ import bench_cpu  # noqa: E402  (puts the checkout on sys.path)
 from caffecli import backend, context, engines, glog  # noqa: E402
 
 ROOT = bench_cpu.ROOT
-for _shared in (os.path.join(ROOT, "shared"), bench_cpu.SHARED):   # shared/ travels to GPU hosts
-    if os.path.isdir(os.path.join(_shared, "zoo")):
-        bench_cpu.NETS.update({k: v.replace(bench_cpu.SHARED, _shared)
-                               for k, v in bench_cpu.NETS.items()})
-        break
 DEFAULT_NETS = "lenet:64,caffenet:128,caffenet:256,googlenet:32"
 
 
