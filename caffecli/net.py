@@ -44,6 +44,7 @@ class Net:
         # Caffe's Net callbacks: each is called with the layer index around that layer's pass
         self.before_forward, self.after_forward = [], []
         self.before_backward, self.after_backward = [], []
+        self.forward_only = None   # True: no backward follows a forward (see forward_pass)
         self._build(param)
         for w in (weights if isinstance(weights, (list, tuple)) else [weights] if weights else []):
             self.copy_trained_layers_from(w)
@@ -107,7 +108,21 @@ class Net:
         return self._chain_ends if by_last else self.chains
 
     def forward_pass(self):
-        """Forward through the whole net; return the loss (outputs are in output_blobs)."""
+        """Forward through the whole net; return the loss (outputs are in output_blobs).
+        Where graphs are on and no backward follows (``forward_only``: a solver's test nets,
+        ``caffecli test``; by default, a net that needs no backward), through a CUDA graph of
+        the forward alone: an eager backward after replays could read layer state that eager
+        passes in between replaced."""
+        forward_only = self.forward_only
+        if forward_only is None:
+            forward_only = not any(rec.need_backward for rec in self.records)
+        if forward_only and context.is_gpu() and replay.enabled():
+            step = self.__dict__.get("_forward_graph")
+            if step is None:
+                step = self._forward_graph = replay.GraphStep(self, backward=False)
+            loss = step.run()
+            if loss is not None:
+                return loss
         return self.forward_from_to(0, len(self.records) - 1)
 
     def backward_from_to(self, start=None, end=0):
@@ -154,7 +169,7 @@ class Net:
             loss = step.run()
             if loss is not None:
                 return loss
-        loss = self.forward_pass()
+        loss = self.forward_from_to(0, len(self.records) - 1)
         self.backward_pass()
         return loss
 

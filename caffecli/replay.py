@@ -48,16 +48,17 @@ class _Watch:
 
 
 class GraphStep:
-    """Net.forward_backward through a CUDA graph; ``run`` returns the pass's loss, or None
-    before it has run anything when the net must run eagerly.
+    """Net.forward_backward through a CUDA graph (Net.forward_pass without ``backward``);
+    ``run`` returns the pass's loss, or None before it has run anything when the net must run
+    eagerly.
 
     A solver captures its whole iteration with the same machinery: ``before`` and ``after``
     run around the layers' passes, inside the graph (eagerly on eager passes), ``feeds(xp)``
     gives more refills for before each launch, and ``blobs`` more memory the graph uses.
     """
 
-    def __init__(self, net, before=None, after=None, feeds=None, blobs=()):
-        self.net = net
+    def __init__(self, net, before=None, after=None, feeds=None, blobs=(), backward=True):
+        self.net, self.backward = net, backward
         self.before, self.after, self.more_feeds, self.more_blobs = before, after, feeds, blobs
         records = net.records
         self.first = next((i for i, r in enumerate(records) if r.bottoms), len(records))
@@ -70,7 +71,7 @@ class GraphStep:
         records = self.net.records
         if self.first == len(records):
             return "the net has no layer with a bottom"
-        for rec in records[:self.first]:
+        for rec in records[:self.first] if self.backward else ():
             if rec.need_backward and rec.layer.blobs:   # its gradient would follow the graph
                 return "data layer %s learns parameters" % rec.layer.name
         for rec in records[self.first:]:
@@ -104,14 +105,16 @@ class GraphStep:
                 return self._eager(loss)
         self._launch()
         loss = self._read_loss(loss)
-        self.net.backward_from_to(self.first - 1, 0)   # the data layers', as eager runs it
+        if self.backward:
+            self.net.backward_from_to(self.first - 1, 0)   # the data layers', as eager runs it
         return loss
 
     def _eager(self, loss):
         if self.before:
             self.before()
         loss = self.net.forward_from_to(self.first, None, loss)
-        self.net.backward_from_to(None, 0)
+        if self.backward:
+            self.net.backward_from_to(None, 0)
         if self.after:
             self.after()
         return loss
@@ -151,7 +154,8 @@ class GraphStep:
                     made = rec.layer.forward_terms(rec.bottoms, rec.tops)
                     layout.append((rec.layer, len(made)))
                     terms += made
-                self.net.backward_from_to(None, self.first)
+                if self.backward:
+                    self.net.backward_from_to(None, self.first)
                 loss_vec = xp.stack(terms) if terms else None
                 if self.after:
                     self.after()
@@ -172,9 +176,10 @@ class GraphStep:
         self.graph, self.pool, self.feeds = graph, pool, feeds
         self.layout, self.loss_vec, self.watch = layout, loss_vec, watch
         self.signature = self._signature()
-        glog.info("replay.captured", "Captured a CUDA graph of %s: %d layers forward and "
-                  "backward%s, replayed while the blobs keep their shapes"
-                  % (self.net.name, len(records), ", and the update" if self.after else ""))
+        glog.info("replay.captured", "Captured a CUDA graph of %s: %d layers forward%s%s, "
+                  "replayed while the blobs keep their shapes"
+                  % (self.net.name, len(records), " and backward" if self.backward else "",
+                     ", and the update" if self.after else ""))
         return True
 
     def _launch(self):

@@ -279,3 +279,86 @@ def test_training_with_tests_and_snapshots_between_replays_matches_eager(
     assert solver._engine._graph_step.graph is not None   # the whole iteration, update too
     assert results[True][0] == results[False][0]
     assert_same(results[False][1], results[True][1])
+
+
+# ---- forward alone: a test net's passes, pycaffe's net.forward() ---------------------------
+def forward_runs(net, steps, rs):
+    """Loss, outputs and every top of ``steps`` forward passes on fresh inputs."""
+    out = []
+    for _ in range(steps):
+        net.blobs["x"].data[...] = rs.rand(*net.blobs["x"].shape)
+        net.blobs["label"].data[...] = rs.randint(0, 3, net.blobs["label"].shape[0])
+        out.append(net.engine.forward_pass())
+        out += [net.blobs[n].data.copy() for n in ("conv", "pool", "ip")]
+    return out
+
+
+def test_a_forward_pass_replays_a_graph_of_the_forward_alone(monkeypatch, standin, logs):
+    """Where no backward follows (``forward_only``, as a solver sets on its test nets)."""
+    runs = []
+    for on in (False, True):
+        graphs(monkeypatch, on)
+        context.set_mode_gpu()
+        context.set_random_seed(11)
+        net = caffecli.Net(parse_text(NET % "AVE", caffe_pb2.NetParameter()), caffecli.TEST,
+                           log=False)
+        net.engine.forward_only = True
+        standin.reset_transfers()
+        runs.append((forward_runs(net, 6, numpy.random.RandomState(2)), standin.transfers_of()))
+        context.set_mode_cpu()
+    assert_same(runs[0][0], runs[1][0])
+    assert runs[0][1] == runs[1][1]          # the inputs in, the tops out: what eager copies
+    step = net.engine._forward_graph
+    assert step.graph is not None and "_graph_step" not in net.engine.__dict__
+    assert "Captured a CUDA graph of : 5 layers forward, replayed" in logs.getvalue()
+
+
+DEPLOY = NET.replace("force_backward: true\n", "").split('layer { name: "loss"')[0]
+
+
+def test_pycaffe_forward_of_an_inference_net_is_graphed(monkeypatch, standin):
+    """A net that needs no backward (a deploy net: no loss, no force_backward) replays its
+    whole forward; one that may be trained from Python, or a range of layers, runs eagerly."""
+    graphs(monkeypatch, True)
+    context.set_mode_gpu()
+    net = caffecli.Net(parse_text(DEPLOY % "MAX", caffe_pb2.NetParameter()), caffecli.TEST,
+                       log=False)
+    rs, seen = numpy.random.RandomState(3), []
+    for _ in range(4):
+        x = rs.rand(6, 2, 8, 8).astype(numpy.float32)
+        seen.append((x, net.forward(x=x, label=numpy.zeros(6, numpy.float32))["ip"].copy()))
+    step = net.engine._forward_graph
+    assert step.graph is not None
+    graph = step.graph
+    graphs(monkeypatch, False)
+    for x, ip in seen:                        # eager passes on the same inputs agree
+        assert numpy.array_equal(net.forward(x=x, label=numpy.zeros(6, numpy.float32))["ip"],
+                                 ip)
+    graphs(monkeypatch, True)
+    net.forward(end="pool")                   # a range: eager, the graph kept
+    net.forward()
+    assert step.graph is graph
+    trainable = caffecli.Net(parse_text(NET % "MAX", caffe_pb2.NetParameter()), caffecli.TEST,
+                             log=False)
+    for _ in range(4):
+        trainable.forward()
+    assert "_forward_graph" not in trainable.engine.__dict__
+
+
+def test_a_solvers_test_phases_replay_the_test_nets_forward(monkeypatch, tmp_path, standin):
+    param = lenet_solver(tmp_path)
+    param.test_iter.append(3)
+    param.test_interval = 2
+    param.test_net_param.add().CopyFrom(param.net_param)
+    param.test_state.add().phase = caffe_pb2.TEST
+    scores = {}
+    for on in (False, True):
+        graphs(monkeypatch, on)
+        context.set_mode_cpu()
+        solver = caffecli.get_solver(param)
+        context.set_mode_gpu()
+        solver.step(4)
+        scores[on] = solver.test()
+        context.set_mode_cpu()
+    assert scores[True] == scores[False] and set(scores[True]) == {"accuracy", "loss"}
+    assert solver.test_nets[0]._forward_graph.graph is not None

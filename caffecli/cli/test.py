@@ -19,6 +19,7 @@ def run_test(model, weights, iterations=50, gpu="", level=0, stages=("",), phase
         raise CaffeError("Need model weights to score (--weights).")
     use_single_device(parse_gpus(gpu), "test")
     net = Net(model, phase, level=level, stages=list(stages))
+    net.forward_only = True   # scored, never trained: its passes may be a CUDA graph
     net.copy_trained_layers_from(weights)
     glog.info("caffe.running_iterations", "Running for %d iterations." % iterations)
     f32 = numpy.float32

@@ -165,6 +165,8 @@ class Net(EngineView, BatchedRuns):
         return index
 
     def _forward(self, start, end):
+        if start == 0 and end == len(self._engine.records) - 1:
+            return self._engine.forward_pass()    # a CUDA graph's where graphs are on
         return self._engine.forward_from_to(start, end)
 
     def _backward(self, start, end):

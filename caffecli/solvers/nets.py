@@ -108,6 +108,7 @@ def build_test_nets(solver):
                      % (i, sources[i]))
         net = Net(net_param, dtype=solver.dtype, log=solver.root)
         net.debug_info = param.debug_info
+        net.forward_only = True   # the solver only tests it: its passes may be a CUDA graph
         load_weights(param, net)
         net.share_trained_layers_with(solver.net, log=False)  # logged at each test
         nets.append(net)
