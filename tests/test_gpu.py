@@ -75,6 +75,7 @@ def test_lenet_trained_through_a_cuda_graph_matches_eager_training(monkeypatch, 
 # ---- the command line ---------------------------------------------------------------------
 def test_device_query_prints_caffes_fields(gpu_mode, monkeypatch):
     monkeypatch.delenv("CAFFECLI_CUDNN", raising=False)
+    monkeypatch.delenv("CAFFECLI_CUDA_GRAPHS", raising=False)
     result = CliRunner().invoke(cli, ["device_query", "-gpu", "0"])
     assert result.exit_code == 0, result.output
     for field in ("Device id:", "Major revision number:", "Name:", "Total global memory:",
@@ -85,10 +86,14 @@ def test_device_query_prints_caffes_fields(gpu_mode, monkeypatch):
         assert software in result.stderr
     line = "cuDNN engines:                 " + (engines.cudnn_missing() or "on (Convolution")
     assert line in result.stderr
+    assert "CUDA graphs:                   on (CAFFECLI_CUDA_GRAPHS=0 turns them off)" \
+        in result.stderr
     monkeypatch.setenv("CAFFECLI_CUDNN", "0")
+    monkeypatch.setenv("CAFFECLI_CUDA_GRAPHS", "0")
     result = CliRunner().invoke(cli, ["device_query", "-gpu", "0"])
     assert "cuDNN engines:                 caffecli's cuDNN engines are turned off " \
         "(CAFFECLI_CUDNN=0)" in result.stderr
+    assert "CUDA graphs:                   off (CAFFECLI_CUDA_GRAPHS=0)" in result.stderr
     if REAL_GPU is None:             # a real CUDA reports its versions; the stand-in 0
         assert "CUDA runtime:                  1" in result.stderr
 

@@ -1,7 +1,7 @@
 """``caffecli device_query``: print a CUDA device's properties (Caffe::DeviceQuery's lines),
-after the versions of cupy, CUDA and cuDNN found and whether the cuDNN engines are on
-(caffecli's own lines)."""
-from .. import backend, engines, glog
+after the versions of cupy, CUDA and cuDNN found and whether the cuDNN engines and CUDA
+graphs are on (caffecli's own lines)."""
+from .. import backend, engines, glog, replay
 from .devices import parse_gpus
 
 # (label, cudaDeviceProp field, its line in Caffe's common.cpp DeviceQuery)
@@ -48,6 +48,9 @@ def run_device_query(gpu):
         glog.info("device_query.version", "%-31s%s" % (name + ":", version))
     glog.info("device_query.version", "%-31s%s" % ("cuDNN engines:", engines.cudnn_missing()
                                                    or "on (Convolution, Deconvolution)"))
+    glog.info("device_query.version", "%-31s%s" % ("CUDA graphs:", "on (CAFFECLI_CUDA_GRAPHS=0 "
+                                                   "turns them off)" if replay.enabled() else
+                                                   "off (CAFFECLI_CUDA_GRAPHS=0)"))
     for device in devices:
         props = backend.device_properties(device)
         glog.info("common.device_id", "Device id:                     %d" % device)
