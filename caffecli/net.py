@@ -113,10 +113,9 @@ class Net:
         ``caffecli test``; by default, a net that needs no backward), through a CUDA graph of
         the forward alone: an eager backward after replays could read layer state that eager
         passes in between replaced."""
-        forward_only = self.forward_only
-        if forward_only is None:
-            forward_only = not any(rec.need_backward for rec in self.records)
-        if forward_only and context.is_gpu() and replay.enabled():
+        if context.is_gpu() and replay.enabled() and (
+                self.forward_only if self.forward_only is not None
+                else not any(rec.need_backward for rec in self.records)):
             step = self.__dict__.get("_forward_graph")
             if step is None:
                 step = self._forward_graph = replay.GraphStep(self, backward=False)
