@@ -258,8 +258,8 @@ def test_the_standin_refuses_what_cuda_refuses_while_capturing(standin):
 
 def test_training_with_tests_and_snapshots_between_replays_matches_eager(
         monkeypatch, tmp_path, standin):
-    """The test net (sharing the weights) runs eagerly between replays; a snapshot reads the
-    weights the replays trained."""
+    """The test net (sharing the weights) replays a graph of its forward between the training
+    replays, and scores as eager passes do; a snapshot reads the weights the replays trained."""
     param = lenet_solver(tmp_path)
     param.test_iter.append(2)
     param.test_interval, param.max_iter, param.snapshot = 3, 9, 9
@@ -277,6 +277,7 @@ def test_training_with_tests_and_snapshots_between_replays_matches_eager(
         results[on] = ([float(v) for v in solver.test_nets[0].blobs["accuracy"].data.flat],
                        [p.data.copy() for p in net.engine.learnable_params])
     assert solver._engine._graph_step.graph is not None   # the whole iteration, update too
+    assert solver.test_nets[0]._forward_graph.graph is not None   # the test net's forward
     assert results[True][0] == results[False][0]
     assert_same(results[False][1], results[True][1])
 
@@ -344,21 +345,3 @@ def test_pycaffe_forward_of_an_inference_net_is_graphed(monkeypatch, standin):
         trainable.forward()
     assert "_forward_graph" not in trainable.engine.__dict__
 
-
-def test_a_solvers_test_phases_replay_the_test_nets_forward(monkeypatch, tmp_path, standin):
-    param = lenet_solver(tmp_path)
-    param.test_iter.append(3)
-    param.test_interval = 2
-    param.test_net_param.add().CopyFrom(param.net_param)
-    param.test_state.add().phase = caffe_pb2.TEST
-    scores = {}
-    for on in (False, True):
-        graphs(monkeypatch, on)
-        context.set_mode_cpu()
-        solver = caffecli.get_solver(param)
-        context.set_mode_gpu()
-        solver.step(4)
-        scores[on] = solver.test()
-        context.set_mode_cpu()
-    assert scores[True] == scores[False] and set(scores[True]) == {"accuracy", "loss"}
-    assert solver.test_nets[0]._forward_graph.graph is not None
