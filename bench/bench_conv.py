@@ -39,10 +39,10 @@ def bench_caffecli(shape, m, k, s, p, g, reps):
     layer = create_layer(parse_text(text, caffe_pb2.LayerParameter()))
     bottom, top = [Blob(shape)], [Blob()]
     bottom[0].data[...] = numpy.random.rand(*shape)
-    layer.setup(bottom, top)
+    layer.SetUp(bottom, top)
     top[0].diff[...] = numpy.random.rand(*top[0].shape)
-    fwd = best(lambda: layer.forward(bottom, top), reps)
-    bwd = best(lambda: layer.backward(top, [True], bottom), reps)
+    fwd = best(lambda: layer.Forward(bottom, top), reps)
+    bwd = best(lambda: layer.Backward(top, [True], bottom), reps)
     return fwd, bwd
 
 
