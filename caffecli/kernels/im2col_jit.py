@@ -1,16 +1,16 @@
 """im2col and col2im of a stride-1 2-D convolution as compiled loops (kernels/jit.py): each
 window row is copied straight from the image (zeros where it overhangs the padding), and each
-image row of the gradient is summed in a row buffer and written once, with no padded image
-buffer to clear, fill and copy out.
+image plane of the gradient is summed in a small padded plane and written once.
 
 numpy's col2im adds one strided view per kernel offset, and on small maps its inner loops are a
-row of a few values (LeNet conv2: 8), so most of its time goes to loop overhead. col2im, one
-thread: LeNet conv2 1.8 -> 1.2 ms and a CaffeNet conv2-sized one 10.3 -> 5.5 ms against the
-previous compiled loops (which added into the image directly); im2col, two threads: LeNet
-conv2 0.59 -> 0.38 ms against numpy's copies. Each value receives its adds in kernel-offset order,
-starting from zero, as in numpy's col2im and Caffe's, so the result is the same bits, and
-im2col copies the values numpy's strided-window copy does. Strided layers keep numpy's
-phase-split im2col and col2im (faster there).
+row of a few values (LeNet conv2: 8), so most of its time goes to loop overhead. col2im reads
+each kernel offset's (oh, ow) block of one image front to back, one stream at a time (one
+thread: LeNet conv2 1.92 -> 0.76 ms and CaffeNet conv2 12.9 -> 9.3 ms against summing each image
+row from all 25 offsets' rows at once); im2col, two threads: LeNet conv2 0.59 -> 0.38 ms
+against numpy's copies. Each value receives its adds in kernel-offset order, starting from zero,
+as in numpy's col2im and Caffe's, so the result is the same bits, and im2col copies the values
+numpy's strided-window copy does. Strided layers keep numpy's phase-split im2col and col2im
+(faster there).
 """
 import numpy
 
@@ -20,30 +20,34 @@ from .jit import kernel
 def _col2im(col, dh, dw, ph, pw, c0, c1, n0, n1, x):
     """x[n, c] (n0 <= n < n1, c0 <= c < c1) = the sum of col (C, kh, kw, N, oh, ow)'s windows.
 
-    Each image row is summed in a zeroed row buffer wide enough for every window's overhang:
-    the rows of the windows that cover it are added in kernel-offset order, then the buffer's
-    middle (the image's columns) is written once."""
+    Each image plane is summed in a zeroed padded plane (in L1 for the maps of LeNet and
+    CaffeNet): the windows' (oh, ow) blocks are added one kernel offset after another, each
+    read front to back, then the plane's interior is written once."""
     kh, kw, oh, ow = col.shape[1], col.shape[2], col.shape[4], col.shape[5]
     h, w = x.shape[2], x.shape[3]
-    total = numpy.empty(w + 2 * ow + 2 * (kw * dw + pw), x.dtype)
-    first = ow + pw                    # where the image's column 0 sits in ``total``
+    rows = max(h + 2 * ph, oh + (kh - 1) * dh)
+    cols = max(w + 2 * pw, ow + (kw - 1) * dw)
+    plane = numpy.empty((rows, cols), x.dtype)
     for c in range(c0, c1):
         for n in range(n0, n1):
+            for r in range(rows):
+                plane_row = plane[r]
+                for t in range(cols):
+                    plane_row[t] = 0
+            for ki in range(kh):
+                for kj in range(kw):
+                    block = col[c, ki, kj, n]
+                    for oy in range(oh):
+                        # views from 0: numba drops its negative-index wrap and vectorizes
+                        source = block[oy]
+                        target = plane[oy + ki * dh, kj * dw:]
+                        for t in range(ow):
+                            target[t] += source[t]
             for iy in range(h):
-                for t in range(total.shape[0]):
-                    total[t] = 0
-                for ki in range(kh):
-                    oy = iy + ph - ki * dh
-                    if 0 <= oy < oh:
-                        for kj in range(kw):
-                            start = first + kj * dw - pw   # output column 0's place
-                            window_row = col[c, ki, kj, n, oy]
-                            target = total[start:start + ow]
-                            for t in range(ow):
-                                target[t] += window_row[t]
                 row = x[n, c, iy]
+                inside = plane[iy + ph, pw:]
                 for ix in range(w):
-                    row[ix] = total[first + ix]
+                    row[ix] = inside[ix]
 
 
 def _im2col(x, dh, dw, ph, pw, c0, c1, n0, n1, col):
