@@ -188,27 +188,51 @@ def test_gemm_accumulates_a_small_diff_over_a_long_inner_dimension(dtype, monkey
     numpy.testing.assert_allclose(out, start + a.astype(numpy.float64) @ b, rtol=tol, atol=tol)
 
 
-@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
-@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-@pytest.mark.parametrize("rows,outputs", [(1, 9), (3, 16), (16, 7)])
-def test_few_rows_times_a_large_transpose_stream_it(dtype, rows, outputs, monkeypatch):
-    """A fully connected forward at a small batch (kernels/skinny_jit.py): BLAS's product to
-    rounding, the same bits for any thread count (remainder rows included)."""
+def _skinny_results(monkeypatch, a, b, out_shape, dtype):
+    """gemm(a, b) with kernels/skinny_jit.py's loops at 1, 2 and 3 threads, in tiny chunks and
+    groups (several chunks, a ragged last one, rows of w left over from the fours)."""
     from caffecli.kernels import gemm as gemm_mod
     monkeypatch.setattr(skinny_jit, "MIN_WEIGHTS", 1)
+    monkeypatch.setattr(skinny_jit, "CHUNK", 64)
+    monkeypatch.setattr(skinny_jit, "ROWS_CHUNK", 32)
+    monkeypatch.setattr(skinny_jit, "GROUP", 6)
     monkeypatch.setattr(gemm_mod, "_host_gemm", lambda *a: 1 / 0)   # not BLAS
-    a = numpy.asarray(R.randn(rows, 300), dtype)
-    w = numpy.asarray(R.randn(outputs, 300), dtype)
     results = []
     for threads in ("1", "2", "3"):
         monkeypatch.setenv("OMP_NUM_THREADS", threads)
         monkeypatch.setattr(skinny_jit, "for_parts", functools.partial(
             threads_mod.for_parts, min_part=1))
-        results.append(gemm(numpy, a, w.T, numpy.full((rows, outputs), numpy.nan, dtype)))
+        results.append(gemm(numpy, a, b, numpy.full(out_shape, numpy.nan, dtype)))
     tol = 1e-5 if dtype == numpy.float32 else 1e-13
-    numpy.testing.assert_allclose(results[0], a.astype(numpy.float64) @ w.T.astype(numpy.float64),
+    numpy.testing.assert_allclose(results[0], a.astype(numpy.float64) @ b.astype(numpy.float64),
                                   rtol=tol, atol=tol)
     assert results[0].tobytes() == results[1].tobytes() == results[2].tobytes()
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("rows,outputs", [(1, 9), (3, 16), (6, 11), (16, 7)])
+def test_few_rows_times_a_large_transpose_stream_it(dtype, rows, outputs, monkeypatch):
+    """A fully connected forward at a small batch (kernels/skinny_jit.py): BLAS's product to
+    rounding, the same bits for any thread count (remainder rows of a and w included)."""
+    a = numpy.asarray(R.randn(rows, 300), dtype)
+    w = numpy.asarray(R.randn(outputs, 300), dtype)
+    _skinny_results(monkeypatch, a, w.T, (rows, outputs), dtype)
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("rows,outputs", [(2, 9), (5, 16), (12, 23)])
+def test_few_rows_times_a_large_matrix_stream_it(dtype, rows, outputs, monkeypatch):
+    """A fully connected input gradient at a small batch, dy @ W (kernels/skinny_jit.py's
+    rows_product): BLAS's product to rounding, the same bits for any thread count."""
+    calls = []
+    real = skinny_jit.rows_product
+    monkeypatch.setattr(skinny_jit, "rows_product", lambda *a: calls.append(1) or real(*a))
+    dy = numpy.asarray(R.randn(rows, outputs), dtype)
+    w = numpy.asarray(R.randn(outputs, 150), dtype)
+    _skinny_results(monkeypatch, dy, w, (rows, 150), dtype)
+    assert len(calls) == 3
 
 
 def test_skinny_products_only_where_they_pay(monkeypatch):
@@ -221,6 +245,12 @@ def test_skinny_products_only_where_they_pay(monkeypatch):
     assert not skinny_jit.applies(a, numpy.ones((10, 12), numpy.float32), out)   # not a w.T
     assert not skinny_jit.applies(a, w[:9].T, out[:, :9])                        # too small
     assert not skinny_jit.applies(a, w.T.astype(numpy.float64), out)             # mixed types
+    dy, dx = numpy.ones((10, 12), numpy.float32), numpy.empty((10, 10), numpy.float32)
+    assert skinny_jit.applies_rows(dy, w, dx) == jit.usable(dy)
+    assert not skinny_jit.applies_rows(dy[:1], w, dx[:1])            # one row: BLAS streams it
+    assert not skinny_jit.applies_rows(numpy.ones((13, 12), numpy.float32), w,
+                                       numpy.empty((13, 10), numpy.float32))
+    assert not skinny_jit.applies_rows(dy, w[:, :8], dx[:, :8])    # too small
 
 
 @pytest.mark.parametrize("first,quiet", [("import caffecli", True),

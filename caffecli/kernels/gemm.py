@@ -11,8 +11,8 @@ most ``SMALL_OUT`` values, and it is computed transposed where that makes it tal
 On the device the same goes to cuBLAS through cupy's ``cupy.cublas.gemm`` (beta 0 or 1 on the
 output, C- or Fortran-ordered operands as they are), and while a CUDA graph captures to the
 same cuBLAS call through kernels/cublas_direct.py.
-A few rows times a large matrix's transpose (a fully connected layer's forward at a small
-batch) goes to kernels/skinny_jit.py, which streams the weights at memory speed.
+A few rows times a large matrix or its transpose (a fully connected layer's input gradient or
+forward at a small batch) goes to kernels/skinny_jit.py, which streams the weights faster.
 Anything else (other dtypes, strided operands, a device module without cuBLAS) uses
 ``xp.matmul``: the reference path.
 
@@ -95,8 +95,11 @@ def gemm(xp, a, b, out, accumulate=False):
             if not accumulate:
                 out[...] = 0
             return out
-        if xp is numpy and not accumulate and skinny_jit.applies(a, b, out):
-            return skinny_jit.product(a, b, out)
+        if xp is numpy and not accumulate:
+            if skinny_jit.applies(a, b, out):
+                return skinny_jit.product(a, b, out)
+            if skinny_jit.applies_rows(a, b, out):
+                return skinny_jit.rows_product(a, b, out)
         beta = 1.0 if accumulate else 0.0
         if _host_gemm(a, b, out, beta) if xp is numpy else _device_gemm(xp, a, b, out, beta):
             return out
