@@ -1,5 +1,5 @@
 """Where the cores go: caffecli's forward-backward at several thread counts, each layer type's
-time split into its BLAS products and the rest, next to PyTorch CPU at the same count, and the
+time split into its matrix products and the rest, next to PyTorch CPU at the same count, and the
 cost of one hand-off to the kernel threads (kernels/threads.py). One run shows which part
 stops scaling on a many-core machine.
 
@@ -24,19 +24,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 
-def blas_timer():
-    """Wrap the host BLAS call of kernels/gemm.py; returns the running total of its seconds."""
-    from caffecli.kernels import gemm
+def product_timer():
+    """Wrap the host products of kernels/gemm.py (BLAS and the compiled few-row loops of
+    kernels/skinny_jit.py); returns the running total of their seconds."""
+    from caffecli.kernels import gemm, skinny_jit
     spent = [0.0]
-    host = gemm._host_gemm
 
-    def timed(*args):
-        t = time.perf_counter()
-        try:
-            return host(*args)
-        finally:
-            spent[0] += time.perf_counter() - t
-    gemm._host_gemm = timed
+    def wrap(module, name):
+        real = getattr(module, name)
+
+        def timed(*args):
+            t = time.perf_counter()
+            try:
+                return real(*args)
+            finally:
+                spent[0] += time.perf_counter() - t
+        setattr(module, name, timed)
+    wrap(gemm, "_host_gemm")
+    wrap(skinny_jit, "product")
+    wrap(skinny_jit, "rows_product")
     return spent
 
 
@@ -58,7 +64,7 @@ def probe(nets, rounds):
     import torch
     from caffecli.kernels.threads import num_threads
     torch.set_num_threads(num_threads())
-    spent = blas_timer()
+    spent = product_timer()
     out = {"threads": num_threads(), "handoff_us": handoff_us(), "nets": {}}
     for name in nets:
         net = bench_cpu.caffecli_net(bench_cpu.NETS[name])
@@ -139,12 +145,12 @@ def main(argv=None):
         for kind in sorted(first, key=lambda k: -first[k][0]):
             if first[kind][0] < 0.05 * results[0]["nets"][name]["caffecli"]:
                 continue
-            rows.append(("  %s BLAS" % kind, lambda r, k=kind: r["types"][k][1]))
+            rows.append(("  %s products" % kind, lambda r, k=kind: r["types"][k][1]))
             rows.append(("  %s rest" % kind, lambda r, k=kind: r["types"][k][0] - r["types"][k][1]))
         for label, value in rows:
             print("%-34s" % label + "".join("%9.2f" % value(r["nets"][name]) for r in results))
-    print("BLAS = the layer type's matrix products (kernels/gemm.py's host BLAS calls); rest = "
-          "everything else in its Forward and Backward")
+    print("products = the layer type's matrix products (kernels/gemm.py: BLAS, and the few-row "
+          "loops of kernels/skinny_jit.py); rest = everything else in its Forward and Backward")
 
 
 if __name__ == "__main__":
