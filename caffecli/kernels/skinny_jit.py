@@ -3,15 +3,16 @@ layer's forward at a small batch, out = a @ w.T (CaffeNet's fc6 at batch 10: 10 
 4096 x 9216), and its input gradient, out = a @ w (10 x 4096 by 4096 x 9216).
 
 Such a product reads each weight once and does little with it, so it is bound by how fast the
-weights stream in; OpenBLAS packs them first and runs both at about half the speed of these
-loops (fc6 on the 2-core EPYC: forward 19.3 -> 9.4 ms, input gradient 14.3 -> 11.7 ms). The
-loops work on chunks of CHUNK columns that stay in L1 while four rows of ``a`` meet four rows of
-``w`` (the forward's 16 dot products) or four rows of ``w`` are added into every row of the
-output (the input gradient's), summing in the data's type as BLAS does; the input gradient sums
-each GROUP rows of ``w`` apart before adding them to the total, so its rounding is no worse
-than BLAS's. Each thread takes whole rows of ``w`` (forward, ranges starting at multiples of
-four) or whole chunks of columns (input gradient), and every output is summed by the same code
-wherever the split falls: the result does not depend on the thread count.
+weights stream in; OpenBLAS packs them first, which halves the forward's speed and slows the
+input gradient by a fifth against these loops (fc6 on the 2-core EPYC: forward 19.3 -> 9.4 ms,
+input gradient 14.3 -> 11.7 ms). The loops work on chunks of CHUNK columns that stay in L1 while
+four rows of ``a`` meet four rows of ``w`` (the forward's 16 dot products) or four rows of ``w``
+are added into every row of the output (the input gradient's), summing in the data's type as
+BLAS does; the input gradient sums each GROUP rows of ``w`` apart before adding them to the
+total, so its rounding is no worse than BLAS's. Each thread takes whole rows of ``w`` (forward,
+ranges starting at multiples of four) or whole chunks of columns (input gradient), and every
+output is summed by the same code wherever the split falls: the result does not depend on the
+thread count.
 """
 import numpy
 
@@ -179,7 +180,7 @@ def product(a, b, out):
     w, n = b.T, out.shape[1]
     dots = kernel(_dots, fastmath={"reassoc", "contract"})
     zero = out.dtype.type(0)
-    chunk = CHUNK if a.shape[0] >= 4 else a.shape[1]   # one row of a: whole rows stream best
+    chunk = CHUNK if a.shape[0] >= 4 else a.shape[1]   # under 4 rows of a: whole rows stream best
     quads = -(-n // 4)
     for_parts(numpy, lambda q0, q1: dots(a, w, 4 * q0, min(n, 4 * q1), out, zero, chunk),
               quads, b.size)
