@@ -291,21 +291,28 @@ def help_seconds(reps=5):
 
 
 # ---- main ---------------------------------------------------------------------------------------
+def layer_pass_by_type(net, running=None):
+    """One forward + backward run layer by layer: the seconds spent in each layer type, and
+    how much a ``running`` total of seconds (a one-item list some timer adds to) grew in each
+    layer type meanwhile, as two Counters."""
+    spent, counted = collections.Counter(), collections.Counter()
+    running = running or [0.0]
+    steps = [(rec, True) for rec in net.records] + [(rec, False) for rec in reversed(net.records)]
+    for rec, forward in steps:
+        t, before = time.perf_counter(), running[0]
+        if forward:
+            rec.layer.Forward(rec.bottoms, rec.tops)
+        else:
+            rec.layer.Backward(rec.tops, [True] * len(rec.bottoms), rec.bottoms)
+        spent[rec.layer.type] += time.perf_counter() - t
+        counted[rec.layer.type] += running[0] - before
+    return spent, counted
+
+
 def by_layer_type(net, reps=3):
     """Milliseconds of one forward + backward spent in each layer type (medians of ``reps``),
     largest first: where a net's time goes."""
-    runs = []
-    for _ in range(reps):
-        spent = collections.Counter()
-        for rec in net.records:
-            t = time.perf_counter()
-            rec.layer.Forward(rec.bottoms, rec.tops)
-            spent[rec.layer.type] += time.perf_counter() - t
-        for rec in reversed(net.records):
-            t = time.perf_counter()
-            rec.layer.Backward(rec.tops, [True] * len(rec.bottoms), rec.bottoms)
-            spent[rec.layer.type] += time.perf_counter() - t
-        runs.append(spent)
+    runs = [layer_pass_by_type(net)[0] for _ in range(reps)]
     kinds = sorted(runs[0], key=lambda k: -runs[0][k])
     return [(k, 1e3 * statistics.median(r[k] for r in runs)) for k in kinds]
 

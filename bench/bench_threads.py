@@ -77,20 +77,10 @@ def probe(nets, rounds):
             t = time.perf_counter()
             bench_cpu.caffecli_pass(net)
             passes.append(time.perf_counter() - t)
-            layer_total, layer_blas = collections.Counter(), collections.Counter()
-            steps = [(rec, True) for rec in net.records] + \
-                [(rec, False) for rec in reversed(net.records)]
-            for rec, forward in steps:
-                t, b = time.perf_counter(), spent[0]
-                if forward:
-                    rec.layer.Forward(rec.bottoms, rec.tops)
-                else:
-                    rec.layer.Backward(rec.tops, [True] * len(rec.bottoms), rec.bottoms)
-                layer_total[rec.layer.type] += time.perf_counter() - t
-                layer_blas[rec.layer.type] += spent[0] - b
+            layer_total, layer_products = bench_cpu.layer_pass_by_type(net, spent)
             for kind in layer_total:
                 kinds[kind][0].append(layer_total[kind])
-                kinds[kind][1].append(layer_blas[kind])
+                kinds[kind][1].append(layer_products[kind])
         twin()   # torch's threads last: they spin a while after each pass, taking the cores
         for _ in range(rounds):
             t = time.perf_counter()
