@@ -103,11 +103,16 @@ class SGDSolver(Solver):
         for param_id in range(n):
             p = self.param_at(param_id)
             decay, reg = self._decay(param_id)
-            histories = [self.history_at(param_id + k * n) for k in range(self.history_sets)]
+            histories = self._histories(param_id)
             device.launch(xp, "solvers", self.update_kernel, p.data.size, p.data.dtype, p.data,
                           p.diff, *histories, *rates, f32(self.net.params_lr[param_id]), norm,
                           numpy.int32(reg), decay, *self.kernel_constants())
         return True
+
+    def _histories(self, param_id):
+        """The parameter's history arrays, one per history set (Adam's m and v, ...)."""
+        n = len(self.net.learnable_params)
+        return [self.history_at(param_id + k * n) for k in range(self.history_sets)]
 
     def _decay(self, param_id):
         """(local weight decay, regularization: 0 none, 1 L1, 2 L2)."""
@@ -120,10 +125,10 @@ class SGDSolver(Solver):
     def _host_update(self, scalars):
         """The host's compiled update, parameter by parameter, where every array is a host
         array it takes; False (nothing done) otherwise."""
-        n = len(self.net.learnable_params)
-        flat = [[a.reshape(-1) for a in (p.data, p.diff)]
-                + [self.history_at(i + k * n).reshape(-1) for k in range(self.history_sets)]
-                for i, p in enumerate(self.param_at(i) for i in range(n))]
+        flat = []
+        for param_id in range(len(self.net.learnable_params)):
+            p = self.param_at(param_id)
+            flat.append([a.reshape(-1) for a in [p.data, p.diff] + self._histories(param_id)])
         if not (jit.usable(*(a for arrays in flat for a in arrays))
                 and all(a.dtype == arrays[0].dtype for arrays in flat for a in arrays)):
             return False
