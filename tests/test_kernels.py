@@ -1,5 +1,6 @@
 """Host kernels: BLAS GEMMs into given buffers."""
 import functools
+import threading
 
 import numpy
 import pytest
@@ -72,6 +73,49 @@ def test_threads_follow_omp_num_threads_then_affinity(monkeypatch):
     assert threads.num_threads() == 3
     monkeypatch.setenv("OMP_NUM_THREADS", "")
     assert threads.num_threads() == len(os.sched_getaffinity(0))
+
+
+def test_for_parts_covers_the_range_once_and_raises_a_pool_threads_error(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    seen, names = numpy.zeros(10, int), set()   # names: the threads that ran a part
+
+    def part(a, b):
+        seen[a:b] += 1
+        names.add(threading.get_ident())
+    threads_mod.for_parts(numpy, part, 10, 1 << 30, min_part=1)
+    assert seen.tolist() == [1] * 10 and len(names) == 4
+
+    def fail_late(a, b):
+        if a >= 5:
+            raise ValueError("part %d-%d" % (a, b))
+    with pytest.raises(ValueError, match="part 5-7"):
+        threads_mod.for_parts(numpy, fail_late, 10, 1 << 30, min_part=1)
+    seen[...] = 0
+    threads_mod.for_parts(numpy, part, 10, 1 << 30, min_part=1)   # the pool still works
+    assert seen.tolist() == [1] * 10
+
+
+def test_for_parts_inside_a_part_or_from_two_threads_runs_whole(monkeypatch):
+    """A split that finds the pool busy (a nested split, another thread's) runs on its own
+    thread instead of waiting for the pool: it finishes, with every value written once."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    out = numpy.zeros((6, 50))
+
+    def inner(row):
+        def fill(a, b):
+            out[row, a:b] += row + 1
+        return fill
+    threads_mod.for_parts(numpy, lambda a, b: [threads_mod.for_parts(
+        numpy, inner(r), 50, 1 << 30, min_part=1) for r in range(a, b)], 6, 1 << 30, min_part=1)
+    assert (out == numpy.arange(1, 7)[:, None]).all()
+    out[...] = 0
+    callers = [threading.Thread(target=threads_mod.for_parts, args=(
+        numpy, inner(r), 50, 1 << 30), kwargs={"min_part": 1}) for r in range(6)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert (out == numpy.arange(1, 7)[:, None]).all()
 
 
 @pytest.mark.parametrize("text,shape", [
