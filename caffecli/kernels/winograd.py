@@ -51,55 +51,79 @@ def _input_tiles(x, pad_h, pad_w, th, tw, c0, c1, v):
 
 def _output_tiles(m, th, tw, k0, k1, y):
     """y[:, k] (n, K, oh, ow) = A^T M A of each tile of m (16, K, n * th * tw), for channels
-    k0..k1, cropped where the last tiles overhang."""
+    k0..k1, cropped where the last tiles overhang. The transform runs over all of an image's
+    tiles at once (long loops that vectorize) into a small buffer, whose values then go to
+    their places in the image's rows."""
     n, oh, ow = y.shape[0], y.shape[2], y.shape[3]
-    r = numpy.empty((2, 4, tw), m.dtype)
-    out = numpy.empty((2, 2 * tw), m.dtype)
+    q = th * tw
+    out = numpy.empty((2, 2, q), m.dtype)           # (row in tile, column parity, tile)
     for k in range(k0, k1):
         for i in range(n):
+            base = i * q
+            for p in range(q):
+                s0 = m[0, k, base + p] + m[4, k, base + p] + m[8, k, base + p]
+                s1 = m[1, k, base + p] + m[5, k, base + p] + m[9, k, base + p]
+                s2 = m[2, k, base + p] + m[6, k, base + p] + m[10, k, base + p]
+                s3 = m[3, k, base + p] + m[7, k, base + p] + m[11, k, base + p]
+                d0 = m[4, k, base + p] - m[8, k, base + p] - m[12, k, base + p]
+                d1 = m[5, k, base + p] - m[9, k, base + p] - m[13, k, base + p]
+                d2 = m[6, k, base + p] - m[10, k, base + p] - m[14, k, base + p]
+                d3 = m[7, k, base + p] - m[11, k, base + p] - m[15, k, base + p]
+                out[0, 0, p] = s0 + s1 + s2
+                out[0, 1, p] = s1 - s2 - s3
+                out[1, 0, p] = d0 + d1 + d2
+                out[1, 1, p] = d1 - d2 - d3
             for ty in range(th):
-                p = (i * th + ty) * tw
-                for b in range(4):                 # A^T M: two rows
-                    for tx in range(tw):
-                        r[0, b, tx] = m[b, k, p + tx] + m[4 + b, k, p + tx] \
-                            + m[8 + b, k, p + tx]
-                        r[1, b, tx] = m[4 + b, k, p + tx] - m[8 + b, k, p + tx] \
-                            - m[12 + b, k, p + tx]
-                for a in range(2):                 # (A^T M) A
-                    for tx in range(tw):
-                        out[a, 2 * tx] = r[a, 0, tx] + r[a, 1, tx] + r[a, 2, tx]
-                        out[a, 2 * tx + 1] = r[a, 1, tx] - r[a, 2, tx] - r[a, 3, tx]
                 for a in range(min(2, oh - 2 * ty)):
-                    for ox in range(ow):
-                        y[i, k, 2 * ty + a, ox] = out[a, ox]
+                    yy, p0 = 2 * ty + a, ty * tw
+                    for tx in range(ow // 2):
+                        y[i, k, yy, 2 * tx] = out[a, 0, p0 + tx]
+                        y[i, k, yy, 2 * tx + 1] = out[a, 1, p0 + tx]
+                    if ow % 2:
+                        y[i, k, yy, ow - 1] = out[a, 0, p0 + tw - 1]
 
 
 def _gradient_tiles(dy, th, tw, k0, k1, e):
     """e[:, k, (i, ty, tx)] = A e A^T of each 2x2 block e of dy (n, K, oh, ow), zero past its
-    edge, for channels k0..k1: the weight gradient's transform of the output gradient."""
+    edge, for channels k0..k1: the weight gradient's transform of the output gradient. An image's
+    blocks are first sorted by row and column parity into a small buffer; the transform then
+    writes four of the sixteen planes at a time over all the image's tiles (all sixteen at once
+    run 2.5x slower: the planes lie a multiple of 4 KiB apart and evict each other)."""
     n, oh, ow = dy.shape[0], dy.shape[2], dy.shape[3]
-    rows = numpy.zeros((2, 2 * tw), dy.dtype)
-    t = numpy.empty((4, 2 * tw), dy.dtype)
+    q = th * tw
+    d = numpy.zeros((2, 2, q), dy.dtype)            # (row in block, column parity, tile)
     for k in range(k0, k1):
         for i in range(n):
             for ty in range(th):
                 for a in range(2):
                     yy = 2 * ty + a
-                    for b in range(2 * tw):
-                        rows[a, b] = dy[i, k, yy, b] if yy < oh and b < ow else 0
-                for b in range(2 * tw):            # A e, every column at once
-                    t[0, b] = rows[0, b]
-                    t[1, b] = rows[0, b] + rows[1, b]
-                    t[2, b] = rows[0, b] - rows[1, b]
-                    t[3, b] = -rows[1, b]
-                p = (i * th + ty) * tw
-                for a in range(4):                 # (A e) A^T
-                    for tx in range(tw):
-                        b = 2 * tx
-                        e[4 * a, k, p + tx] = t[a, b]
-                        e[4 * a + 1, k, p + tx] = t[a, b] + t[a, b + 1]
-                        e[4 * a + 2, k, p + tx] = t[a, b] - t[a, b + 1]
-                        e[4 * a + 3, k, p + tx] = -t[a, b + 1]
+                    if yy >= oh:
+                        for p in range(ty * tw, ty * tw + tw):
+                            d[a, 0, p] = 0
+                            d[a, 1, p] = 0
+                        continue
+                    p0 = ty * tw
+                    for tx in range(ow // 2):
+                        d[a, 0, p0 + tx] = dy[i, k, yy, 2 * tx]
+                        d[a, 1, p0 + tx] = dy[i, k, yy, 2 * tx + 1]
+                    if ow % 2:
+                        d[a, 0, p0 + tw - 1] = dy[i, k, yy, ow - 1]
+                        d[a, 1, p0 + tw - 1] = 0
+            base = i * q
+            for a in range(4):                     # A e, row a, then (A e) A^T: four planes
+                for p in range(q):                 # at a time, for every tile of the image
+                    if a == 0:
+                        te, to = d[0, 0, p], d[0, 1, p]
+                    elif a == 1:
+                        te, to = d[0, 0, p] + d[1, 0, p], d[0, 1, p] + d[1, 1, p]
+                    elif a == 2:
+                        te, to = d[0, 0, p] - d[1, 0, p], d[0, 1, p] - d[1, 1, p]
+                    else:
+                        te, to = -d[1, 0, p], -d[1, 1, p]
+                    e[4 * a, k, base + p] = te
+                    e[4 * a + 1, k, base + p] = te + to
+                    e[4 * a + 2, k, base + p] = te - to
+                    e[4 * a + 3, k, base + p] = -to
 
 
 def tiles(out_hw):
