@@ -9,8 +9,10 @@ thread: LeNet conv2 1.92 -> 0.76 ms and CaffeNet conv2 12.9 -> 9.3 ms against su
 row from all 25 offsets' rows at once); im2col, two threads: LeNet conv2 0.59 -> 0.38 ms
 against numpy's copies. Each value receives its adds in kernel-offset order, starting from zero,
 as in numpy's col2im and Caffe's, so the result is the same bits, and im2col copies the values
-numpy's strided-window copy does. Strided layers keep numpy's phase-split im2col and col2im
-(faster there).
+numpy's strided-window copy does. A strided layer's col2im sums each image in its padded plane
+split by phase (one thread: CaffeNet's conv1 9.2 -> 5.8 ms, GoogLeNet's 12.2 -> 5.9 ms against
+numpy's phase-split adds over the whole batch); its im2col stays numpy's phase-split copies
+(compiled ones were level or slower).
 """
 import numpy
 
@@ -81,13 +83,51 @@ def _im2col(x, dh, dw, ph, pw, c0, c1, n0, n1, col):
                             row[ox] = 0
 
 
+def _col2im_phased(col, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, x):
+    """_col2im for a stride above 1: the padded plane is kept split by phase (padded row r at
+    phase r % sh, index r // sh; columns alike), so each window row is still one dense run of
+    adds, and the image is gathered from the phases at the end."""
+    kh, kw, oh, ow = col.shape[1], col.shape[2], col.shape[4], col.shape[5]
+    h, w = x.shape[2], x.shape[3]
+    rows = -(-max(h + 2 * ph, (oh - 1) * sh + (kh - 1) * dh + 1) // sh)
+    cols = -(-max(w + 2 * pw, (ow - 1) * sw + (kw - 1) * dw + 1) // sw)
+    plane = numpy.empty((sh, sw, rows, cols), x.dtype)
+    flat = plane.reshape(-1)
+    for c in range(c0, c1):
+        for n in range(n0, n1):
+            for t in range(flat.size):
+                flat[t] = 0
+            for ki in range(kh):
+                py, sy = (ki * dh) % sh, (ki * dh) // sh
+                for kj in range(kw):
+                    px, sx = (kj * dw) % sw, (kj * dw) // sw
+                    block = col[c, ki, kj, n]
+                    for oy in range(oh):
+                        source = block[oy]
+                        target = plane[py, px, oy + sy, sx:]
+                        for t in range(ow):
+                            target[t] += source[t]
+            for iy in range(h):
+                r = iy + ph
+                row = x[n, c, iy]
+                for px in range(sw):
+                    ix0 = (px - pw) % sw      # the first image column in this phase
+                    inside = plane[r % sh, px, r // sh, (ix0 + pw) // sw:]
+                    for j in range(len(range(ix0, w, sw))):
+                        row[ix0 + j * sw] = inside[j]
+
+
 def im2col(x, dilation, pad, channels, images, col):
     """col (C, kh, kw, N, oh, ow)[channels, images] = im2col of x (N, C, H, W), stride 1;
     ``channels`` and ``images`` are (start, stop) ranges (a thread's part)."""
     kernel(_im2col)(x, dilation[0], dilation[1], pad[0], pad[1], *channels, *images, col)
 
 
-def col2im(col, dilation, pad, channels, images, out):
-    """out (N, C, H, W)[images, channels] = col2im of col (C, kh, kw, N, oh, ow), stride 1;
+def col2im(col, dilation, pad, channels, images, out, stride=(1, 1)):
+    """out (N, C, H, W)[images, channels] = col2im of col (C, kh, kw, N, oh, ow), any stride;
     ``channels`` and ``images`` are (start, stop) ranges (a thread's part)."""
-    kernel(_col2im)(col, dilation[0], dilation[1], pad[0], pad[1], *channels, *images, out)
+    if tuple(stride) == (1, 1):
+        kernel(_col2im)(col, dilation[0], dilation[1], pad[0], pad[1], *channels, *images, out)
+    else:
+        kernel(_col2im_phased)(col, stride[0], stride[1], dilation[0], dilation[1], pad[0],
+                               pad[1], *channels, *images, out)

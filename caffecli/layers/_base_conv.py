@@ -1,6 +1,8 @@
 """What Convolution and Deconvolution share (Caffe's base_conv_layer): geometry, the column
 buffer and the grouped GEMMs.
 """
+import functools
+
 import numpy
 
 from ..blob import Blob
@@ -181,8 +183,9 @@ class ColumnMaker:
             device.launch(xp, "im2col", "col2im", out.size, col.dtype,
                           xp.ascontiguousarray(col), *self._kernel_args(n), out)
             return out
-        if not self.phased and len(self.kernel) == 2 and jit.usable(col, out):
-            return self._compiled(im2col_jit.col2im, col, out, n)
+        if len(self.kernel) == 2 and not self.subsample and jit.usable(col, out):
+            return self._compiled(functools.partial(im2col_jit.col2im, stride=self.stride),
+                                  col, out, n)
         if self.subsample:   # zeros, and each column added to its zero (-0.0 becomes 0.0)
             lattice = self._lattice(out)
             cols = col.reshape(lattice.shape)
@@ -232,7 +235,7 @@ class ColumnMaker:
             slice(0, g * s, s) for g, s in zip(self.grid_shape, self.stride))]
 
     def _compiled(self, loops, source, target, n):
-        """Stride-1 2-D im2col or col2im by kernels/im2col_jit.py (``loops``), split across
+        """2-D im2col (stride 1) or col2im by kernels/im2col_jit.py (``loops``), split across
         threads as ``_split`` splits."""
         self._split(numpy, lambda c, m: loops(source, self.dilation, self.pad, c, m, target), n,
                     max(source.size, target.size))   # the columns
