@@ -5,10 +5,12 @@ layer's forward at a small batch, out = a @ w.T (CaffeNet's fc6 at batch 10: 10 
 Such a product reads each weight once and does little with it, so it is bound by how fast the
 weights stream in; OpenBLAS packs them first, which halves the forward's speed and slows the
 input gradient by a fifth against these loops (fc6 on the 2-core EPYC: forward 19.3 -> 9.4 ms,
-input gradient 14.3 -> 11.7 ms). The loops work on chunks of CHUNK columns that stay in L1 while
-four rows of ``a`` meet four rows of ``w`` (the forward's 16 dot products) or four rows of ``w``
-are added into every row of the output (the input gradient's), summing in the data's type as
-BLAS does; the input gradient sums each GROUP rows of ``w`` apart before adding them to the
+input gradient 14.3 -> 11.7 ms). The forward runs four rows of ``a`` against four rows of ``w``
+(16 dot products) over whole rows (chunks of CHUNK columns at most): long runs stream from
+memory faster than L1-sized chunks (fc6 at batch 10, two threads: 8.7 -> 7.0 ms against
+chunks of 1024, and VGG's 25088-long rows too). The input gradient adds four rows of ``w`` into
+every row of the output over chunks of ROWS_CHUNK columns that stay in L1, summing in the data's
+type as BLAS does; the input gradient sums each GROUP rows of ``w`` apart before adding them to the
 total, so its rounding is no worse than BLAS's. Each thread takes whole rows of ``w`` (forward,
 ranges starting at multiples of four) or whole chunks of columns (input gradient), and every
 output is summed by the same code wherever the split falls: the result does not depend on the
@@ -18,14 +20,16 @@ import numpy
 
 from . import jit
 from .jit import kernel
-from .threads import for_parts
+from .threads import for_parts, num_threads
 
 MAX_ROWS = 16          # rows of a: more make the product compute-bound, BLAS's case
 MIN_ROWS_GRADIENT = 2  # one row: BLAS's gemv-like product streams faster than the chunks
 MAX_ROWS_GRADIENT = 12  # at 16 rows the input gradient is level with BLAS
 MIN_WEIGHTS = 1 << 22  # values of w (16 MB in float32): smaller ones stay in cache for BLAS
-CHUNK = 1024           # forward: columns per chunk (4 rows of w and 4 of a: 32 kB of float32)
-ROWS_CHUNK = 512       # input gradient: columns per chunk (4 rows of w, the partial sums)
+CHUNK = 1 << 16        # forward: columns per chunk at most (whole rows for every zoo net)
+ROWS_CHUNK = 1024      # input gradient: columns per chunk (4 rows of w, the partial sums), fewer
+                       # where the threads would otherwise not all get one (the bits do not
+                       # depend on it: each column sums the rows of w in the same order)
 GROUP = 256            # rows of w summed apart in the input gradient
 
 
@@ -180,7 +184,7 @@ def product(a, b, out):
     w, n = b.T, out.shape[1]
     dots = kernel(_dots, fastmath={"reassoc", "contract"})
     zero = out.dtype.type(0)
-    chunk = CHUNK if a.shape[0] >= 4 else a.shape[1]   # under 4 rows of a: whole rows stream best
+    chunk = min(CHUNK, a.shape[1])
     quads = -(-n // 4)
     for_parts(numpy, lambda q0, q1: dots(a, w, 4 * q0, min(n, 4 * q1), out, zero, chunk),
               quads, b.size)
@@ -190,7 +194,8 @@ def product(a, b, out):
 def rows_product(a, b, out):
     """out = a @ b for ``applies_rows`` operands, chunks of b's columns split across threads."""
     rows = kernel(_rows, fastmath={"contract"})
-    k, chunk = b.shape[1], ROWS_CHUNK
+    k = b.shape[1]
+    chunk = min(ROWS_CHUNK, max(64, -(-k // (64 * num_threads())) * 64))
 
     def part(c0, c1):
         rows(a, b, c0 * chunk, min(k, c1 * chunk), out,
