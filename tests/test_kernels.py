@@ -244,7 +244,7 @@ def _skinny_results(monkeypatch, a, b, out_shape, dtype):
 
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-@pytest.mark.parametrize("rows,outputs", [(1, 9), (3, 16), (6, 11), (16, 7)])
+@pytest.mark.parametrize("rows,outputs", [(1, 9), (3, 16), (6, 11), (10, 9), (13, 6), (16, 7)])
 def test_few_rows_times_a_large_transpose_stream_it(dtype, rows, outputs, monkeypatch):
     """A fully connected forward at a small batch (kernels/skinny_jit.py): BLAS's product to
     rounding, the same bits for any thread count (remainder rows of a and w included)."""
