@@ -17,6 +17,7 @@ from . import backend, context, engines, glog
 from .blob import Blob
 from .context import CPU, GPU
 from .errors import CaffeError, as_raised
+from .kernels import host_memory
 from .proto import caffe_pb2
 
 _UNRESOLVED = object()  # a layer's device engine before its first device call
@@ -143,7 +144,8 @@ class Layer:
         buf, size = buffers.get(name), math.prod(shape)
         if (buf is None or buf.size < size or buf.dtype != dtype
                 or not isinstance(buf, self.xp.ndarray)):
-            buf = buffers[name] = self.xp.empty(size, dtype=dtype)
+            buf = buffers[name] = (host_memory.empty(size, dtype) if self.xp is numpy
+                                   else self.xp.empty(size, dtype=dtype))
         return buf[:size].reshape(shape)
 
     def explain_nonfinite_loss(self):

@@ -11,6 +11,7 @@ import threading
 import numpy
 
 from . import backend
+from .kernels import host_memory
 
 UNINITIALIZED, HEAD_AT_CPU, HEAD_AT_GPU, SYNCED = "uninitialized", "at_cpu", "at_gpu", "synced"
 
@@ -41,15 +42,15 @@ class SyncedMemory:
     def to_cpu(self):
         if self.head == UNINITIALIZED:
             if self.init is None:
-                self.cpu = numpy.zeros(self.size, self.dtype)
+                self.cpu = host_memory.zeros(self.size, self.dtype)
             else:
-                self.cpu = numpy.empty(self.size, self.dtype)
+                self.cpu = host_memory.empty(self.size, self.dtype)
                 self.init, write = None, self.init
                 write(self.cpu)
             self.head = HEAD_AT_CPU
         elif self.head == HEAD_AT_GPU:
             if self.cpu is None:
-                self.cpu = numpy.empty(self.size, self.dtype)
+                self.cpu = host_memory.empty(self.size, self.dtype)
             self.gpu.get(out=self.cpu)
             self.head = SYNCED
 
@@ -74,7 +75,8 @@ class SyncedMemory:
         """The host copy for writing every value: a pending initializer is dropped and nothing
         is copied from the device; the device copy is stale from now on."""
         if self.cpu is None:
-            self.cpu = numpy.zeros(self.size, self.dtype)  # fresh zero pages: no pass over them
+            # fresh zero pages: no pass over them
+            self.cpu = host_memory.zeros(self.size, self.dtype)
         self.init = None
         self.head = HEAD_AT_CPU
         return self.cpu

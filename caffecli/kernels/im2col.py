@@ -7,7 +7,11 @@ the kernel offsets. With a stride above 1 the padded image can instead be kept s
 by phase (``phase_*``): position p of an axis lives at phase p % s, index p // s, so every kernel
 offset reads or adds one dense block instead of a stride-s lattice.
 """
+import math
+
 import numpy
+
+from . import host_memory
 
 
 def kernel_extent(kernel, dilation):
@@ -43,7 +47,12 @@ class PadBuffer:
     def get(self, xp, lead, spatial, dtype, fill=0):
         key = (xp.__name__, tuple(lead), tuple(spatial), numpy.dtype(dtype).str, fill)
         if self.key != key:
-            self.buf = xp.full(tuple(lead) + tuple(spatial), fill, dtype=dtype)
+            shape = tuple(lead) + tuple(spatial)
+            if xp is numpy:
+                self.buf = host_memory.empty(math.prod(shape), dtype).reshape(shape)
+                self.buf[...] = fill
+            else:
+                self.buf = xp.full(shape, fill, dtype=dtype)
             self.key = key
         return self.buf
 

@@ -7,7 +7,7 @@ import numpy
 
 from ..blob import Blob
 from ..fillers import fill
-from ..kernels import device
+from ..kernels import device, host_memory
 from ..kernels import im2col as ic
 from ..kernels import im2col_jit, jit
 from ..kernels.channel_sums import channel_sums
@@ -110,7 +110,8 @@ class ColumnMaker:
         size = prod(shape)
         if (self._col is None or self._col.size < size or self._col.dtype != dtype
                 or not isinstance(self._col, xp.ndarray)):
-            self._col = xp.empty(size, dtype=dtype)
+            self._col = (host_memory.empty(size, dtype) if xp is numpy
+                         else xp.empty(size, dtype=dtype))
         return self._col[:size].reshape(shape)
 
     def _images_second(self, a):
