@@ -1,7 +1,8 @@
 """Fused chains, run on the host as one compiled pass each way instead of one per layer: a
 BatchNorm with global statistics, the Scale after it and an optional ReLU, all computing in place
-on one blob (ResNet's conv -> bn -> scale -> relu; kernels/channel_jit.py), and an Eltwise SUM of
-two blobs with the ReLU in place on its top (ResNet's shortcut sum; kernels/relu_jit.py).
+on one blob (ResNet's conv -> bn -> scale -> relu; kernels/channel_jit.py), an Eltwise SUM of
+two blobs with the ReLU in place on its top (ResNet's shortcut sum; kernels/relu_jit.py), and
+a Convolution with the ReLU in place on its top (forward only).
 
 Each layer still runs its driver's steps (side, views, reshape) and keeps the state its own pass
 would leave (BatchNorm's std, Scale's copy of its input), so fused and layer-by-layer passes
@@ -147,6 +148,40 @@ class SumChain:
         return True
 
 
+class ConvReLUChain:
+    """Convolution -> ReLU in place on its top, forward only: the convolution's last pass over
+    its top (the bias add, or a chunk's move into place) rectifies as it writes, the same
+    expression as the ReLU's, so the same bits, one pass fewer. Backward runs layer by layer."""
+
+    def __init__(self, records):
+        self.records = records
+
+    def __len__(self):
+        return 2
+
+    def forward(self):
+        """Run the chain's forward; False (nothing done) on the device."""
+        if context.is_gpu():
+            return False
+        prepared = [rec.layer.prepare_forward(rec.bottoms, rec.tops) for rec in self.records]
+        conv, relu = self.records[0].layer, self.records[1].layer
+        (_, bottoms, tops, engine) = prepared[0]
+        y = tops[0].data
+        if engine is not None or prepared[1][3] is not None or not jit.usable(
+                bottoms[0].data, y):
+            _run_forward(self.records, prepared)
+            return True
+        conv.relu_after = _slope(relu, y.dtype)
+        try:
+            conv.run_forward(*prepared[0])
+        finally:
+            conv.relu_after = None
+        return True
+
+    def backward(self):
+        return False
+
+
 def _in_place_on(rec, blob, kind):
     """Whether ``rec`` is a layer of type ``kind`` computing in place on ``blob`` alone, with
     no loss weight on it."""
@@ -166,8 +201,8 @@ def _sums_two(rec):
 
 
 def find_chains(records):
-    """{index of a chain's first record: NormChain or SumChain} for ``records`` (a net's, in
-    order)."""
+    """{index of a chain's first record: NormChain, SumChain or ConvReLUChain} for ``records``
+    (a net's, in order)."""
     chains, i = {}, 0
     while i + 1 < len(records):
         rec = records[i]
@@ -179,6 +214,11 @@ def find_chains(records):
             i += n
         elif _sums_two(rec) and _in_place_on(records[i + 1], blob, "ReLU"):
             chains[i] = SumChain(records[i:i + 2])
+            i += 2
+        elif (rec.layer.type == "Convolution" and len(rec.bottoms) == 1 and len(rec.tops) == 1
+              and rec.bottoms[0] is not blob and not rec.layer.loss(0)
+              and _in_place_on(records[i + 1], blob, "ReLU")):
+            chains[i] = ConvReLUChain(records[i:i + 2])
             i += 2
         else:
             i += 1

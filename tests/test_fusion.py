@@ -289,3 +289,70 @@ def test_no_sum_chain_where_the_layers_do_not_form_one(layers):
     step(net)
     step(ref)
     assert_same(net, ref)
+
+
+def conv_relu(slope=0.0, kernel=3, outputs=4, bias=True, shape=(2, 3, 5, 6), extra=""):
+    """data -> conv -> ReLU in place -> conv -> ReLU in place -> loss."""
+    head = ('layer { name: "data" type: "Input" top: "data" input_param { shape { %s } } }'
+            % " ".join("dim: %d" % d for d in shape))
+
+    def c(name, bottom, top):
+        return ('layer { name: "%s" type: "Convolution" bottom: "%s" top: "%s" '
+                'convolution_param { num_output: %d kernel_size: %d pad: %d bias_term: %s '
+                'weight_filler { type: "gaussian" std: 0.5 } bias_filler { type: "gaussian" } '
+                '%s } }' % (name, bottom, top, outputs, kernel, kernel // 2,
+                            "true" if bias else "false", extra))
+    return [head, c("c1", "data", "a"), relu("r1", "a", slope), c("c2", "a", "b"),
+            relu("r2", "b", slope), TAIL % "b"]
+
+
+def count_conv_relu_calls(monkeypatch):
+    return count_calls(monkeypatch, relu_jit, ["images_first_relu", "bias_relu"])
+
+
+@pytest.mark.parametrize("dtype,slope", [(numpy.float32, 0.0), (numpy.float32, 0.25),
+                                         (numpy.float64, 0.25)])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("chunk,kernel,outputs,shape,last_pass", [
+    (None, 3, 4, (2, 3, 5, 6), "images_first_relu"),       # one chunk of both images
+    (None, 1, 4, (3, 3, 5, 6), "images_first_relu"),       # 1x1: the input is the columns
+    (3 * 9 * 30, 3, 4, (3, 3, 5, 6), "bias_relu"),        # chunks of one image, in place
+    (2 * 4 * 9 * 30, 3, 4, (3, 4, 5, 6), "bias_relu"),    # 2 + 1 images: the last one alone
+    (None, 3, 16, (4, 16, 8, 8), "bias_relu"),             # Winograd
+], ids=["chunk", "1x1", "per-image", "ragged", "winograd"])
+def test_fused_conv_relu_computes_the_layers_values(dtype, slope, bias, chunk, kernel, outputs,
+                                                    shape, last_pass, monkeypatch):
+    """The forward's last pass over the conv's top rectifies, whichever it is; every blob the
+    layers' bits after two steps; the backward runs layer by layer."""
+    from caffecli.layers import _base_conv, convolution
+    if chunk is not None:
+        monkeypatch.setattr(_base_conv, "COL_CHUNK_ELEMENTS", chunk)
+    calls = count_conv_relu_calls(monkeypatch)
+    net = stepped_alike(conv_relu(slope, kernel, outputs, bias, shape), dtype)
+    assert [[r.name for r in c.records] for c in net.chains.values()] == [
+        ["c1", "r1"], ["c2", "r2"]]
+    layer = net.layer_by_name("c1")
+    assert layer.winograd == (last_pass == "bias_relu" and chunk is None)
+    if chunk is not None:
+        assert layer.chunk < layer.num
+    a = net.blob_by_name("a")
+    assert ((a.data == 0) if slope == 0 else (a.data < 0)).any() and (a.data > 0).any()
+    assert convolution.ConvolutionLayer.relu_after is None and layer.relu_after is None
+    other = {"images_first_relu": "bias_relu", "bias_relu": "images_first_relu"}[last_pass]
+    assert calls[last_pass] == (4 if fusing() else 0) and calls[other] == 0
+
+
+@pytest.mark.parametrize("layers", [
+    [HEAD, conv("c1", "data", "a"), relu("r1", "a", extra="loss_weight: 0.5")],
+    [HEAD, conv("c1", "data", "a"),
+     'layer { name: "r1" type: "ReLU" bottom: "a" top: "r" }', TAIL % "r"],
+    [HEAD, conv("c1", "data", "a"), 'layer { name: "s" type: "Scale" bottom: "a" top: "a" '
+     'scale_param { filler { type: "gaussian" } } }', relu("r1", "a"), TAIL % "a"],
+], ids=["weighted-relu", "not-in-place", "layer-between"])
+def test_no_conv_relu_chain_where_the_layers_do_not_form_one(layers):
+    net = build(layers, phase=TRAIN)
+    assert net.chains == {}
+    ref = reference(layers, net, phase=TRAIN)
+    step(net)
+    step(ref)
+    assert_same(net, ref)

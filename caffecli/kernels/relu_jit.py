@@ -10,8 +10,11 @@ A blob computed in place (top is bottom) takes the kernels over one array: where
 arguments are the same array the compiled loop cannot vectorize.
 layers/relu.py keeps the numpy code as the reference and for device arrays. ``sum_forward`` and
 ``split_backward`` are an Eltwise SUM of two bottoms and the ReLU in place after it, fused
-(fusion.py): the same expressions, so the same bits.
+(fusion.py), and ``bias_relu`` and ``images_first_relu`` a convolution's last pass over its top
+with the ReLU after it: the same expressions, so the same bits.
 """
+import numpy
+
 from .jit import kernel
 
 
@@ -54,6 +57,38 @@ def _split_backward(y, slope, d, da, db):
         db[i] = g
 
 
+def _bias_relu(y, bias, with_bias, slope, c0, c1):
+    n, p = y.shape[0], y.shape[2]
+    for i in range(n):
+        for ch in range(c0, c1):
+            row = y[i, ch]
+            if with_bias:
+                b = bias[ch]
+                for t in range(p):
+                    v = row[t] + b
+                    row[t] = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
+            else:
+                for t in range(p):
+                    v = row[t]
+                    row[t] = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
+
+
+def _images_first_relu(src, bias, with_bias, slope, c0, c1, y):
+    n, p = y.shape[0], y.shape[2]
+    for ch in range(c0, c1):
+        for i in range(n):
+            row, source = y[i, ch], src[ch, i]
+            if with_bias:
+                b = bias[ch]
+                for t in range(p):
+                    v = source[t] + b
+                    row[t] = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
+            else:
+                for t in range(p):
+                    v = source[t]
+                    row[t] = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
+
+
 def forward(x, slope, y=None):
     """y = relu(x) for flat (1-D) arrays, ``slope`` in the data's dtype; into x itself without
     y."""
@@ -81,3 +116,20 @@ def split_backward(y, slope, d, da, db):
     """d = relu'(y) * d in place, copied into da and db: ReLU's backward in place on the
     Eltwise top (y its data, d its diff), then Eltwise SUM's (coefficients 1) to each bottom."""
     kernel(_split_backward)(y, slope, d, da, db)
+
+
+def bias_relu(y, bias, slope, c0, c1):
+    """y (n, C, P) = relu(y + bias) in place for channels c0..c1 (``bias`` None: relu(y)): a
+    convolution's bias and the ReLU after it in one pass, the same values as the two."""
+    kernel(_bias_relu)(y, _no_bias(y) if bias is None else bias, bias is not None, slope, c0, c1)
+
+
+def images_first_relu(src, bias, slope, c0, c1, y):
+    """y (n, C, P) = relu(src (C, n, P) + bias) for channels c0..c1 (``bias`` None: no bias):
+    a chunk's product moved into place, its bias and the ReLU after it, in one pass."""
+    kernel(_images_first_relu)(src, _no_bias(y) if bias is None else bias, bias is not None,
+                               slope, c0, c1, y)
+
+
+def _no_bias(like):
+    return numpy.zeros(0, like.dtype)

@@ -1,8 +1,11 @@
 """Convolution: im2col and grouped GEMMs over a chunk of images, a plain GEMM for 1x1 kernels
 (Caffe's conv_layer), or Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``."""
-from ..kernels import device, jit, winograd
+import numpy
+
+from ..kernels import device, jit, relu_jit, winograd
 from ..kernels import im2col as ic
 from ..kernels.gemm import gemm_stack
+from ..kernels.threads import for_parts
 from ..registry import register_layer
 from ._base_conv import COL_CHUNK_ELEMENTS, BaseConvolutionLayer, prod
 
@@ -17,6 +20,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
     Columns are (group, kernel_dim, nb * P), the images of a chunk side by side; a chunk of
     one image is Caffe's layout, so its GEMMs read and write the blobs' own memory.
     """
+
+    relu_after = None   # a ReLU's slope while fusion.ConvReLUChain runs the forward
 
     def compute_output_shape(self, in_shape):
         return ic.conv_out_shape(in_shape, self.kernel, self.pad, self.stride, self.dilation)
@@ -99,7 +104,9 @@ class ConvolutionLayer(BaseConvolutionLayer):
             return None
         return self.weights[1].data
 
-    def _im2col_forward(self, x, w, y, bias=None):
+    def _im2col_forward(self, x, w, y, bias=None, relu=None):
+        """y = the convolution of x, chunk by chunk, plus ``bias`` where given (added as each
+        chunk moves into place), rectified with slope ``relu`` where given (host arrays)."""
         xp, g, m = self.xp, self.group, self.num_output
         P = y.shape[2]
         for n0, n1 in self._chunks():
@@ -109,7 +116,11 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 gemm_stack(xp, w, col, y[n0].reshape(g, m // g, P))
                 continue
             out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb), col.dtype))
-            if bias is not None and device.usable(xp, y, bias):
+            if relu is not None:
+                stack, dst = out.reshape(m, nb, P), y[n0:n1]
+                for_parts(numpy, lambda c0, c1: relu_jit.images_first_relu(
+                    stack, bias, relu, c0, c1, dst), m, out.size)
+            elif bias is not None and device.usable(xp, y, bias):
                 device.launch(xp, "im2col", "images_first_bias", out.size, out.dtype, out, bias,
                               *device.ints(nb, m, P), y[n0:n1])
             else:
@@ -120,16 +131,24 @@ class ConvolutionLayer(BaseConvolutionLayer):
         P = prod(self.out_shape)
         w = self._grouped_weight()
         winograd_done = False
+        relu = self.relu_after
         for b, t in zip(bottom, top):
             x = b.data.reshape(self._image_shape())
             y = t.data.reshape(self.num, m, P)
-            bias = None
+            bias, rectified = None, False
             if self._winograd(x, y.reshape((self.num, m) + tuple(self.out_shape)), False):
                 winograd_done = True
             else:
                 bias = self._fused_bias()
-                self._im2col_forward(x, w, y, bias)
-            if self.bias_term and bias is None:
+                # every chunk moves into place (none of one image): the ReLU goes with it
+                rectified = bool(relu is not None and self.chunk > 1
+                                 and (self.num - 1) % self.chunk)
+                self._im2col_forward(x, w, y, bias, relu if rectified else None)
+            if relu is not None and not rectified:
+                add = self.weights[1].data if self.bias_term and bias is None else None
+                for_parts(numpy, lambda c0, c1: relu_jit.bias_relu(y, add, relu, c0, c1), m,
+                          y.size, jit.PASS_MIN_PART)
+            elif self.bias_term and bias is None:
                 y += self.weights[1].data.reshape(1, m, 1)
         # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
         # single image has none: its input is its columns)
