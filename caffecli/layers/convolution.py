@@ -149,7 +149,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 for_parts(numpy, lambda c0, c1: relu_jit.bias_relu(y, add, relu, c0, c1), m,
                           y.size, jit.PASS_MIN_PART)
             elif self.bias_term and bias is None:
-                y += self.weights[1].data.reshape(1, m, 1)
+                add = self.weights[1].data.reshape(m, 1)
+                for_parts(self.xp, lambda c0, c1: y[:, c0:c1].__iadd__(add[c0:c1]), m, y.size)
         # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
         # single image has none: its input is its columns)
         single = len(bottom) == 1 and self.chunk >= self.num and not self.bottom_rewritten
