@@ -299,3 +299,17 @@ def test_numpy_blas_serves_only_when_it_loaded_after_caffecli(first, quiet):
                           "print(g.NUMPY_BLAS_QUIET, caffecli.NUMPY_BLAS_QUIET)"],
                          env=env, capture_output=True, text=True, check=True).stdout.split()
     assert out == [str(quiet)] * 2
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_channel_totals_sum_each_channel_in_float64(dtype):
+    """A convolution's bias gradient on the host (kernels/channel_jit.py): each channel's sum
+    over outer items and positions, in float64, for the channels asked only."""
+    from caffecli.kernels import channel_jit
+    x = numpy.asarray(R.randn(3, 5, 1000) + 10, dtype)
+    out = numpy.full(5, -1.0)
+    channel_jit.channel_totals(x, 1, 4, out)
+    want = x.astype(numpy.float64).sum(axis=(0, 2))
+    numpy.testing.assert_allclose(out[1:4], want[1:4], rtol=1e-13)
+    assert out[0] == out[4] == -1

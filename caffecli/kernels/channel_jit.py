@@ -196,3 +196,19 @@ def chain_backward(d, y, keep, s, std, slope, c0, c1, sums):
     t = d.dtype.type
     kernel(_chain_backward)(d, y, keep, s, std, slope is not None, t(slope or 0), t(1), t(0),
                             c0, c1, sums)
+
+
+def _channel_totals(x, c0, c1, out):
+    for c in range(c0, c1):
+        total = 0.0
+        for o in range(x.shape[0]):
+            row = x[o, c]
+            for i in range(row.shape[0]):
+                total += row[i]
+        out[c] = total
+
+
+def channel_totals(x, c0, c1, out):
+    """out[c] (float64) = the sum of x[:, c, :] for channels c0..c1 of (outer, channels, inner)
+    x: a convolution's bias gradient, in float64 with vectorized (reassociated) row sums."""
+    kernel(_channel_totals, fastmath={"reassoc"})(x, c0, c1, out)

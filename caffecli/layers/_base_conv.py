@@ -9,7 +9,7 @@ from ..blob import Blob
 from ..fillers import fill
 from ..kernels import device, host_memory
 from ..kernels import im2col as ic
-from ..kernels import im2col_jit, jit
+from ..kernels import channel_jit, im2col_jit, jit
 from ..kernels.channel_sums import channel_sums
 from ..kernels.threads import for_parts, num_threads
 from ..layer import Layer
@@ -376,8 +376,16 @@ class BaseConvolutionLayer(Layer):
         return self.weights[0].data.reshape(g, self.conv_out // g, self.kernel_dim)
 
     def _bias_grad(self, dy):
-        """Add the bias gradient of dy (num, num_output, P)."""
+        """Add the bias gradient of dy (num, num_output, P): one device kernel, compiled sums
+        split by channel across the kernel threads, or numpy's sum (the reference)."""
         if self.bias_term and self.param_propagate_down[1]:
             diff = self.weights[1].diff
-            if not channel_sums(self.xp, dy, diff):
+            if channel_sums(self.xp, dy, diff):
+                return
+            if jit.usable(dy, diff):
+                totals = self.scratch("_bias_totals", (dy.shape[1],), numpy.float64)
+                for_parts(numpy, lambda c0, c1: channel_jit.channel_totals(dy, c0, c1, totals),
+                          dy.shape[1], dy.size, jit.PASS_MIN_PART)
+                diff[...] += totals
+            else:
                 diff[...] += dy.sum(axis=(0, 2))
