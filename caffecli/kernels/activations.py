@@ -1,9 +1,10 @@
 """Activations written once for numpy and cupy, in Caffe's arithmetic."""
+from . import libm
 
 
 def sigmoid(xp, z):
-    """Caffe's sigmoid, 0.5 * tanh(0.5 z) + 0.5 (stable for large |z|)."""
-    return xp.tanh(z * 0.5) * 0.5 + 0.5
+    """Caffe's sigmoid, 0.5 * tanh(0.5 z) + 0.5 in double (stable for large |z|)."""
+    return libm.sigmoid(xp, z)
 
 
 def step_mask(x, below):
@@ -16,7 +17,8 @@ def step_mask(x, below):
 
 def softmax(xp, x):
     """Softmax over axis 1 of an (outer, channels, inner) array, max subtracted for stability."""
-    e = xp.exp(x - x.max(axis=1, keepdims=True))
+    e = x - x.max(axis=1, keepdims=True)
+    libm.exp(xp, e, out=e)
     return e / e.sum(axis=1, keepdims=True)
 
 

@@ -1,13 +1,14 @@
 """The LSTM cell (Caffe's lstm_unit_layer arithmetic), shared by LSTMUnit and LSTM."""
+from . import libm
 
 
 def _sigmoid(xp, x):
-    return 1. / (1. + xp.exp(-x))
+    return libm.lstm_sigmoid(xp, x)
 
 
 def _tanh(xp, x):
     """Caffe's LSTM tanh, written through the sigmoid as lstm_unit_layer.cpp computes it."""
-    return 2. * _sigmoid(xp, 2. * x) - 1.
+    return libm.lstm_tanh(xp, x)
 
 
 def cell_forward(xp, c_prev, gates, cont):

@@ -1,4 +1,7 @@
 """BNLL: log(1 + exp(x)), the binomial normal log likelihood (Caffe's bnll_layer)."""
+import numpy
+
+from ..kernels import libm
 from ..layer import NeuronLayer
 from ..registry import register_layer
 
@@ -12,10 +15,11 @@ class BNLLLayer(NeuronLayer):
     def forward(self, bottom, top):
         xp = self.xp
         x = bottom[0].data
-        top[0].data[...] = xp.maximum(x, 0) + xp.log1p(xp.exp(-xp.abs(x)))
+        libm.bnll(xp, x, out=top[0].data)
 
     def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             xp = self.xp
-            e = xp.exp(xp.minimum(bottom[0].data, BNLL_THRESHOLD))
-            bottom[0].diff[...] = top[0].diff * e / (e + 1)
+            e = libm.exp(xp, xp.minimum(bottom[0].data, bottom[0].data.dtype.type(BNLL_THRESHOLD)))
+            # Caffe: top_diff * expval / (expval + 1.), the sum and the quotient in double
+            bottom[0].diff[...] = (top[0].diff * e) / (e.astype(numpy.float64) + 1.0)

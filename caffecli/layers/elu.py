@@ -1,4 +1,5 @@
 """ELU: x for x > 0, alpha (exp(x) - 1) otherwise (Caffe's elu_layer)."""
+from ..kernels import libm
 from ..kernels.activations import step_mask
 from ..layer import NeuronLayer
 from ..registry import register_layer
@@ -12,7 +13,7 @@ class ELULayer(NeuronLayer):
         xp = self.xp
         x = bottom[0].data
         alpha = self.layer_param.elu_param.alpha
-        top[0].data[...] = xp.maximum(x, 0) + alpha * (xp.exp(xp.minimum(x, 0)) - 1)
+        top[0].data[...] = xp.maximum(x, 0) + alpha * (libm.exp(xp, xp.minimum(x, 0)) - 1)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:

@@ -1,6 +1,7 @@
 """Exp: base^(shift + scale x), base e by default (Caffe's exp_layer)."""
 import numpy
 
+from ..kernels import libm
 from ..layer import NeuronLayer
 from ..registry import register_layer
 from .log import log_of_base
@@ -25,7 +26,7 @@ class ExpLayer(NeuronLayer):
     def forward(self, bottom, top):
         x = bottom[0].data
         v = x if self.inner_scale == 1 else x * self.inner_scale
-        v = self.xp.exp(v)
+        v = libm.exp(self.xp, v)
         if self.outer_scale != 1:
             v *= self.outer_scale
         top[0].data[...] = v

@@ -5,6 +5,7 @@ import numpy
 
 from ..blob import Blob
 from ..errors import CaffeError
+from ..kernels import libm
 from ..kernels.activations import softmax
 from ..layer import LossLayer
 from ..proto.io import read_blob_proto
@@ -81,7 +82,7 @@ class InfogainLossLayer(LossLayer):
         self.labels, self.valid = labels, valid = self._labels(bottom)
         self.norm = self._normalizer(valid, dt)
         rows = self._matrix(bottom)[labels].transpose(0, 2, 1)  # (outer, K, inner): H[label, l]
-        logs = xp.log(xp.maximum(self.prob, dt.type(LOG_THRESHOLD)))
+        logs = libm.log(xp, xp.maximum(self.prob, dt.type(LOG_THRESHOLD)))
         per_pos = (rows * logs).sum(axis=1)
         loss = dt.type(0) - xp.where(valid, per_pos, dt.type(0)).sum()   # +0, not -0
         top[0].data[...] = poison(self, xp, loss / self.norm)

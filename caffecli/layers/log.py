@@ -1,6 +1,7 @@
 """Log: log_base(shift + scale x), base e by default (Caffe's log_layer)."""
 import math
 
+from ..kernels import libm
 from ..layer import NeuronLayer
 from ..registry import register_layer
 
@@ -40,7 +41,7 @@ class LogLayer(NeuronLayer):
         return x
 
     def forward(self, bottom, top):
-        v = self.xp.log(self._shifted(bottom[0].data))
+        v = libm.log(self.xp, self._shifted(bottom[0].data))
         if self.base_scale != 1:
             v *= self.base_scale
         top[0].data[...] = v

@@ -2,6 +2,7 @@
 stably."""
 import numpy
 
+from ..kernels import libm
 from ..kernels.activations import sigmoid
 from ..layer import LossLayer
 from ..registry import register_layer
@@ -39,7 +40,7 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
         t = bottom[1].data.reshape(x.shape)
         self.sigmoid = sigmoid(xp, x)
         pos = (x >= 0).astype(dt)
-        term = x * (t - pos) - xp.log(dt.type(1) + xp.exp(x - dt.type(2) * x * pos))
+        term = x * (t - pos) - libm.log(xp, dt.type(1) + libm.exp(xp, x - dt.type(2) * x * pos))
         valid = self._valid(bottom)
         if valid is None:
             count = x.size

@@ -2,7 +2,7 @@
 (softmax_loss_layer)."""
 import numpy
 
-from ..kernels import device
+from ..kernels import device, libm
 from ..kernels.activations import softmax
 from ..layer import LossLayer
 from ..registry import register_layer, say_creating
@@ -52,7 +52,7 @@ class SoftmaxWithLossLayer(LossLayer):
         self.valid = valid = label_mask(self, xp, labels, self.channels, self.ignore_label,
                                         defer=True)
         picked = xp.take_along_axis(self.prob, xp.where(valid, labels, 0)[:, None, :], 1)[:, 0]
-        logs = xp.log(xp.maximum(picked, dt.type(FLT_MIN)))
+        logs = libm.log(xp, xp.maximum(picked, dt.type(FLT_MIN)))
         loss = dt.type(0) - xp.where(valid, logs, dt.type(0)).sum()   # Caffe's 0 - ...: +0, not -0
         count = valid_count(self, xp, valid, self.normalization, self.ignore_label)
         self.norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)

@@ -1,4 +1,6 @@
 """Swish: x * sigmoid(beta x) (Caffe's swish_layer)."""
+import numpy
+
 from ..kernels.activations import sigmoid
 from ..layer import NeuronLayer
 from ..registry import register_layer
@@ -17,6 +19,9 @@ class SwishLayer(NeuronLayer):
     def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
             beta = self.layer_param.swish_param.beta
-            by = top[0].data * beta
+            by = top[0].data * top[0].data.dtype.type(beta)
             s = self.sigmoid_out
-            bottom[0].diff[...] = top[0].diff * (by + s * (1 - by))
+            # swish_layer.cpp: top_diff * (beta * y + sigmoid * (1. - beta * y)), where the
+            # double literal makes everything after beta * y double
+            wide = by.astype(numpy.float64)
+            bottom[0].diff[...] = top[0].diff * (wide + s * (1.0 - wide))

@@ -1,4 +1,5 @@
 """TanH: the hyperbolic tangent (Caffe's tanh_layer)."""
+from ..kernels import libm
 from ..layer import NeuronLayer
 from ..registry import register_layer
 
@@ -8,7 +9,7 @@ class TanHLayer(NeuronLayer):
     """tanh(x)."""
 
     def forward(self, bottom, top):
-        self.xp.tanh(bottom[0].data, out=top[0].data)
+        libm.tanh(self.xp, bottom[0].data, out=top[0].data)
 
     def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:

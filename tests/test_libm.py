@@ -1,0 +1,104 @@
+"""exp, log and tanh through the C library (kernels/libm.py): the same bits as the library's
+own functions, in every layout, and Caffe's own numbers bit for bit in the golden cases of the
+layers built on them."""
+import ctypes
+import ctypes.util
+import math
+import platform
+
+import numpy
+import pytest
+
+from caffecli.kernels import jit, libm
+
+pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+R = numpy.random.RandomState(5)
+
+
+def c_function(name, dtype):
+    """The C library's ``name`` (``name`` + "f" for float32) over an array, one call a value."""
+    path = ctypes.util.find_library("m")
+    if path is None:
+        pytest.skip("no C math library to compare with")
+    c_type = ctypes.c_float if dtype == numpy.float32 else ctypes.c_double
+    fn = getattr(ctypes.CDLL(path), name + ("f" if dtype == numpy.float32 else ""))
+    fn.restype, fn.argtypes = c_type, [c_type]
+    return lambda a: numpy.array([fn(float(v)) for v in a.ravel()], dtype).reshape(a.shape)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("name,values", [("exp", R.randn(3000) * 8), ("log", R.rand(3000) * 50),
+                                         ("tanh", R.randn(3000) * 3)])
+def test_each_value_is_the_c_librarys(dtype, name, values):
+    x = values.astype(dtype)
+    want = c_function(name, dtype)(x)
+    got = getattr(libm, name)(numpy, x)
+    assert got.dtype == dtype and got.tobytes() == want.tobytes()
+
+
+def test_any_layout_and_out_and_split_across_threads(monkeypatch):
+    from caffecli.kernels import threads
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setattr(libm, "MIN_PART", 7)
+    x = R.randn(40, 30).astype(numpy.float32)
+    want = c_function("exp", numpy.float32)(x)
+    strided = libm.exp(numpy, x[:, ::2])                   # a view: copied first
+    assert strided.tobytes() == numpy.ascontiguousarray(want[:, ::2]).tobytes()
+    out = numpy.zeros((30, 40), numpy.float32).T           # a Fortran-ordered target
+    assert libm.exp(numpy, x, out=out) is out and (out == want).all()
+    y = x.copy()
+    libm.exp(numpy, y, out=y)                               # in place
+    assert y.tobytes() == want.tobytes()
+    assert threads.num_threads() == 3
+
+
+def test_without_compiled_loops_numpys_functions_run(monkeypatch):
+    monkeypatch.setenv("CAFFECLI_JIT", "0")
+    x = R.randn(100).astype(numpy.float32)
+    numpy.testing.assert_array_equal(libm.tanh(numpy, x), numpy.tanh(x))
+    numpy.testing.assert_allclose(libm.sigmoid(numpy, x), 1 / (1 + numpy.exp(-x)), rtol=1e-6)
+
+
+def test_caffes_expressions_in_double():
+    """sigmoid_layer's 0.5 tanh(0.5 x) + 0.5, bnll_layer's log(1. + exp(x)), and lstm_unit's
+    sigmoid and tanh, with the precision of each step as C++ gives it."""
+    x = (R.randn(500) * 6).astype(numpy.float32)
+    tanh64, exp64 = c_function("tanh", numpy.float64), c_function("exp", numpy.float64)
+    exp32, log64 = c_function("exp", numpy.float32), c_function("log", numpy.float64)
+    wide = x.astype(numpy.float64)
+    sigmoid = (0.5 * tanh64(0.5 * wide) + 0.5).astype(numpy.float32)
+    assert libm.sigmoid(numpy, x).tobytes() == sigmoid.tobytes()
+    bnll = numpy.where(x > 0, wide + log64(1.0 + exp32(-x).astype(numpy.float64)),
+                       log64(1.0 + exp32(x).astype(numpy.float64))).astype(numpy.float32)
+    assert libm.bnll(numpy, x).tobytes() == bnll.tobytes()
+    lstm_sigmoid = (1.0 / (1.0 + exp32(-x).astype(numpy.float64))).astype(numpy.float32)
+    assert libm.lstm_sigmoid(numpy, x).tobytes() == lstm_sigmoid.tobytes()
+    lstm_tanh = (2.0 * (1.0 / (1.0 + exp64(-2.0 * wide))) - 1.0).astype(numpy.float32)
+    assert libm.lstm_tanh(numpy, x).tobytes() == lstm_tanh.tobytes()
+    assert math.isclose(float(libm.sigmoid(numpy, numpy.float32([0]))[0]), 0.5)
+
+
+BIT_EXACT = ["tanh", "sigmoid", "exp", "log", "elu", "bnll", "swish", "lstmunit"]
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="Caffe's golden numbers used "
+                    "glibc's math functions")
+@pytest.mark.parametrize("family", BIT_EXACT)
+def test_golden_cases_of_these_layers_are_caffes_bit_for_bit(family, monkeypatch):
+    """Every value of these families' golden cases (forward, input and parameter gradients) is
+    Caffe's to the bit on the host, not only within the case's tolerance."""
+    import golden
+    names = [n for n in golden.case_names() if n.split("__")[0] == family]
+    if not names:
+        golden.require_golden()
+    compared = []
+
+    def same_bits(got, want, rtol, atol, what):
+        got = numpy.asarray(got, numpy.float32)
+        want = numpy.asarray(want[()] if hasattr(want, "shape") else want, numpy.float32)
+        assert ((got == want) | (numpy.isnan(got) & numpy.isnan(want))).all(), what
+        compared.append(got.size)
+    monkeypatch.setattr(golden, "assert_close", same_bits)
+    for name in names:
+        golden.run_layer_case(name)
+    assert sum(compared) > 0
