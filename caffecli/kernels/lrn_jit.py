@@ -3,19 +3,14 @@
 subtract the one leaving) and the backward's ratio sum likewise. layers/lrn.py keeps numpy
 code as the reference and for device arrays.
 
-Scalars come in the data's dtype so float32 data is computed in float32, as Caffe does. With
-beta 0.75 (AlexNet's, GoogLeNet's), scale^-beta is 1 / (sqrt(s) sqrt(sqrt(s))), square roots
-that vectorize, where a pow per value took most of the forward (GoogLeNet's two LRN forwards,
-two threads: 21.5 -> 5.2 ms); it differs from pow by a rounding or two.
+Scalars come in the data's dtype so float32 data is computed in float32, as Caffe does.
 """
-import math
-
 import numpy
 
 from .jit import kernel
 
 
-def _forward(x, size, alpha_over_size, k, neg_beta, three_quarters, one, scale, powed, y):
+def _forward(x, size, alpha_over_size, k, neg_beta, scale, powed, y):
     n, c, h, w = x.shape
     pre = (size - 1) // 2
     for i in range(n):
@@ -38,14 +33,8 @@ def _forward(x, size, alpha_over_size, k, neg_beta, three_quarters, one, scale, 
                     scale[i, ch, a, b] = v
         for ch in range(c):
             for a in range(h):
-                if three_quarters:      # s^-0.75 = 1 / (sqrt(s) sqrt(sqrt(s))): vectorizes
-                    for b in range(w):
-                        root = math.sqrt(scale[i, ch, a, b])
-                        powed[i, ch, a, b] = one / (root * math.sqrt(root))
-                else:
-                    for b in range(w):
-                        powed[i, ch, a, b] = scale[i, ch, a, b] ** neg_beta
                 for b in range(w):
+                    powed[i, ch, a, b] = scale[i, ch, a, b] ** neg_beta
                     y[i, ch, a, b] = x[i, ch, a, b] * powed[i, ch, a, b]
 
 
@@ -80,8 +69,7 @@ def forward(x, size, alpha, beta, k, scale, powed, y):
     """y, scale (k + alpha / size * window sum of squares) and powed (scale^-beta, which the
     backward reuses) of ACROSS_CHANNELS LRN."""
     dt = x.dtype.type
-    kernel(_forward)(x, size, dt(alpha / size), dt(k), dt(-beta), beta == 0.75, dt(1), scale,
-                     powed, y)
+    kernel(_forward)(x, size, dt(alpha / size), dt(k), dt(-beta), scale, powed, y)
 
 
 def backward(x, y, dy, scale, powed, size, alpha, beta, dx):
