@@ -98,10 +98,8 @@ class NormChain:
         return True
 
 
-class SumChain:
-    """Eltwise SUM (two bottoms, coefficients 1) -> ReLU in place on its top, as one pass each
-    way: Eltwise keeps no state, and the ReLU's is its top, so the values are the layers' own
-    bit for bit (the top's diff too)."""
+class _PairChain:
+    """Two records run as one: their forward steps before the computation, on the host."""
 
     def __init__(self, records):
         self.records = records
@@ -109,11 +107,24 @@ class SumChain:
     def __len__(self):
         return 2
 
+    def _prepare_forward(self):
+        """Each record's prepare_forward (side, views, reshape, engine); None on the device,
+        where the layers run one by one."""
+        if context.is_gpu():
+            return None
+        return [rec.layer.prepare_forward(rec.bottoms, rec.tops) for rec in self.records]
+
+
+class SumChain(_PairChain):
+    """Eltwise SUM (two bottoms, coefficients 1) -> ReLU in place on its top, as one pass each
+    way: Eltwise keeps no state, and the ReLU's is its top, so the values are the layers' own
+    bit for bit (the top's diff too)."""
+
     def forward(self):
         """Run the chain's forward; False (nothing done) on the device."""
-        if context.is_gpu():
+        prepared = self._prepare_forward()
+        if prepared is None:
             return False
-        prepared = [rec.layer.prepare_forward(rec.bottoms, rec.tops) for rec in self.records]
         (_, bottoms, tops, _) = prepared[0]
         a, b, y = bottoms[0].data, bottoms[1].data, tops[0].data
         if not (a.shape == b.shape == y.shape and jit.usable(a, b, y)):
@@ -148,22 +159,16 @@ class SumChain:
         return True
 
 
-class ConvReLUChain:
+class ConvReLUChain(_PairChain):
     """Convolution -> ReLU in place on its top, forward only: the convolution's last pass over
     its top (the bias add, or a chunk's move into place) rectifies as it writes, the same
     expression as the ReLU's, so the same bits, one pass fewer. Backward runs layer by layer."""
 
-    def __init__(self, records):
-        self.records = records
-
-    def __len__(self):
-        return 2
-
     def forward(self):
         """Run the chain's forward; False (nothing done) on the device."""
-        if context.is_gpu():
+        prepared = self._prepare_forward()
+        if prepared is None:
             return False
-        prepared = [rec.layer.prepare_forward(rec.bottoms, rec.tops) for rec in self.records]
         conv, relu = self.records[0].layer, self.records[1].layer
         (_, bottoms, tops, engine) = prepared[0]
         y = tops[0].data
