@@ -78,7 +78,8 @@ def test_caffes_expressions_in_double():
     assert math.isclose(float(libm.sigmoid(numpy, numpy.float32([0]))[0]), 0.5)
 
 
-BIT_EXACT = ["tanh", "sigmoid", "exp", "log", "elu", "bnll", "swish", "lstmunit"]
+BIT_EXACT = ["tanh", "sigmoid", "exp", "log", "elu", "bnll", "swish", "lstmunit", "sigmoidce",
+             "infogain", "multinomial"]   # the losses summed in their loops' order too
 
 
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="Caffe's golden numbers used "

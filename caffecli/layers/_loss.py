@@ -69,6 +69,15 @@ def label_mask(layer, xp, labels, num_labels, ignore_label=None, defer=False):
     return valid
 
 
+def sequential_sum(xp, terms):
+    """The sum of ``terms`` (C order) added one after another in their dtype, as Caffe's loss
+    loops accumulate (``loss -= ...``); numpy's pairwise sum rounds otherwise."""
+    flat = terms.reshape(-1)
+    if flat.size == 0:
+        return flat.dtype.type(0)
+    return xp.cumsum(flat)[-1]
+
+
 def poison(layer, xp, loss):
     """``loss``, or NaN when a deferred label check found a bad label (device only)."""
     if xp is numpy:

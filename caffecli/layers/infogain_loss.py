@@ -12,7 +12,7 @@ from ..proto.io import read_blob_proto
 from ..registry import register_layer, say_creating
 from ._axes import label_positions
 from ._loss import (LOG_THRESHOLD, get_normalizer, ignore_label_of, int_labels, label_mask,
-                    loss_weight, poison, refuse_label_backward, valid_count)
+                    loss_weight, poison, refuse_label_backward, sequential_sum, valid_count)
 
 
 @register_layer("InfogainLoss")
@@ -83,8 +83,9 @@ class InfogainLossLayer(LossLayer):
         self.norm = self._normalizer(valid, dt)
         rows = self._matrix(bottom)[labels].transpose(0, 2, 1)  # (outer, K, inner): H[label, l]
         logs = libm.log(xp, xp.maximum(self.prob, dt.type(LOG_THRESHOLD)))
-        per_pos = (rows * logs).sum(axis=1)
-        loss = dt.type(0) - xp.where(valid, per_pos, dt.type(0)).sum()   # +0, not -0
+        terms = xp.where(valid[:, None, :], rows * logs, dt.type(0))
+        # Caffe's loop: loss -= each term by (item, position, label), from 0 (+0, not -0)
+        loss = dt.type(0) - sequential_sum(xp, terms.transpose(0, 2, 1))
         top[0].data[...] = poison(self, xp, loss / self.norm)
         if len(top) == 2:
             top[1].data.reshape(dims)[...] = self.prob

@@ -4,7 +4,8 @@ import numpy
 from ..kernels import libm
 from ..layer import LossLayer
 from ..registry import register_layer
-from ._loss import LOG_THRESHOLD, int_labels, label_mask, loss_weight, poison, refuse_label_backward
+from ._loss import (LOG_THRESHOLD, int_labels, label_mask, loss_weight, poison,
+                    refuse_label_backward, sequential_sum)
 
 
 @register_layer("MultinomialLogisticLoss")
@@ -32,7 +33,8 @@ class MultinomialLogisticLossLayer(LossLayer):
     def forward(self, bottom, top):
         num, _, _, prob = self._gather(bottom)
         dt = numpy.dtype(bottom[0].dtype)
-        loss = dt.type(0) - libm.log(self.xp, prob).sum()   # Caffe subtracts from 0: +0, not -0
+        # Caffe subtracts each log from 0 in turn: +0, not -0
+        loss = dt.type(0) - sequential_sum(self.xp, libm.log(self.xp, prob))
         top[0].data[...] = poison(self, self.xp, loss / dt.type(num))
 
     def backward(self, top, propagate_down, bottom):

@@ -7,7 +7,7 @@ from ..kernels.activations import sigmoid
 from ..layer import LossLayer
 from ..registry import register_layer
 from ._loss import (NORM, get_normalizer, ignore_label_of, int_labels, loss_weight,
-                    normalization_mode, refuse_label_backward, valid_count)
+                    normalization_mode, refuse_label_backward, sequential_sum, valid_count)
 
 
 @register_layer("SigmoidCrossEntropyLoss")
@@ -49,7 +49,8 @@ class SigmoidCrossEntropyLossLayer(LossLayer):
             count = valid_count(self, xp, valid, self.normalization, self.ignore_label)
         self.normalizer = get_normalizer(self, self.normalization, self.outer, self.inner,
                                          count, dt)
-        top[0].data[...] = (dt.type(0) - term.sum()) / self.normalizer   # +0, not -0
+        # Caffe's loop: loss -= each term in turn, from 0 (+0, not -0)
+        top[0].data[...] = (dt.type(0) - sequential_sum(xp, term)) / self.normalizer
 
     def backward(self, top, propagate_down, bottom):
         refuse_label_backward(self, propagate_down)

@@ -9,7 +9,7 @@ from ..registry import register_layer, say_creating
 from ._axes import label_positions
 from ._loss import (FLT_MIN, get_normalizer, ignore_label_of, int_labels, label_mask, loss_weight,
                     normalization_mode, normalizer_count, poison, refuse_label_backward,
-                    valid_count)
+                    sequential_sum, valid_count)
 
 
 @register_layer("SoftmaxWithLoss")
@@ -53,7 +53,8 @@ class SoftmaxWithLossLayer(LossLayer):
                                         defer=True)
         picked = xp.take_along_axis(self.prob, xp.where(valid, labels, 0)[:, None, :], 1)[:, 0]
         logs = libm.log(xp, xp.maximum(picked, dt.type(FLT_MIN)))
-        loss = dt.type(0) - xp.where(valid, logs, dt.type(0)).sum()   # Caffe's 0 - ...: +0, not -0
+        # Caffe's loop: loss -= each log in turn, from 0 (+0 when there is none, not -0)
+        loss = dt.type(0) - sequential_sum(xp, xp.where(valid, logs, dt.type(0)))
         count = valid_count(self, xp, valid, self.normalization, self.ignore_label)
         self.norm = get_normalizer(self, self.normalization, self.outer, self.inner, count, dt)
         top[0].data[...] = poison(self, xp, loss / self.norm)
