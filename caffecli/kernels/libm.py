@@ -72,6 +72,8 @@ def _apply(loops, xp_fn, xp, x, out):
     if isinstance(x, numpy.ndarray):
         x = numpy.ascontiguousarray(x)
     if not jit.usable(x):
+        if out is not None and hasattr(xp_fn, "nout"):   # a ufunc: straight into out
+            return xp_fn(x, out=out)
         y = xp_fn(x)
         if out is None:
             return y
