@@ -60,8 +60,9 @@ class LSTMLayer(RecurrentLayer):
             dc, dgates = cell_backward(xp, c_prev, acts, dc, dh, out=d_gates_x[t])
             dh_rec = dgates @ w_hc.data
             dh_rec *= cont[t].reshape(-1, 1)
-        # W_hc's gradient summed over every step in one product (Caffe adds one per step)
-        gemm(xp, d_gates_x.reshape(-1, 4 * self.H).T, self.h_conted.reshape(-1, self.H),
-             w_hc.diff, accumulate=True)
+        # W_hc's gradient one step at a time, the last first, as the unrolled net's shared
+        # diff receives it in Caffe (one product over every step rounds otherwise)
+        for t in range(self.T - 1, -1, -1):
+            gemm(xp, d_gates_x[t].T, self.h_conted[t], w_hc.diff, accumulate=True)
         d_static = d_gates_x.sum(axis=0) if self.static_input else None
         self.input_backward(bottom, d_gates_x, 0, 1, d_static, 2)

@@ -1,4 +1,5 @@
 """RNN: a simple recurrent layer, h_t = tanh(W x_t + U h_{t-1} + b) (Caffe's rnn_layer)."""
+from ..kernels import libm
 from ..kernels.gemm import gemm
 from ..registry import register_layer
 from ._recurrent import RecurrentLayer
@@ -40,10 +41,10 @@ class RNNLayer(RecurrentLayer):
             a += pre_x[t]
             if static is not None:
                 a += static
-            h = xp.tanh(a, out=self.h_all[t])
+            h = libm.tanh(xp, a, out=self.h_all[t])
         o = self.h_all.reshape(-1, self.H) @ w_ho.T
         o += b_o
-        self.o_all = xp.tanh(o, out=o).reshape(shape)
+        self.o_all = libm.tanh(xp, o, out=o).reshape(shape)
         out[...] = self.o_all
         self.finish_forward(top, [h])
 
@@ -57,8 +58,11 @@ class RNNLayer(RecurrentLayer):
         H = self.H
         # The output layer does not recur: its gradients for all steps at once.
         d_o = top[0].diff * (1 - self.o_all * self.o_all)
-        gemm(xp, d_o.reshape(-1, H).T, self.h_all.reshape(-1, H), w_ho.diff, accumulate=True)
-        b_o.diff[...] += d_o.reshape(-1, H).sum(axis=0)
+        # the unrolled net's output layers add into the shared diffs one step at a time, the
+        # last step first (Caffe's backward order)
+        for t in range(self.T - 1, -1, -1):
+            gemm(xp, d_o[t].T, self.h_all[t], w_ho.diff, accumulate=True)
+            b_o.diff[...] += d_o[t].sum(axis=0)
         dh_o = (d_o.reshape(-1, H) @ w_ho.data).reshape(self.T, self.N, H)
         d_pre_x = xp.empty((self.T, self.N, H), dtype=d_o.dtype)
         dh_rec = xp.zeros((self.N, H), dtype=d_o.dtype)
@@ -68,7 +72,7 @@ class RNNLayer(RecurrentLayer):
             da *= 1 - h * h
             dh_rec = da @ w_hh.data
             dh_rec *= cont[t].reshape(-1, 1)
-        gemm(xp, d_pre_x.reshape(-1, H).T, self.h_conted.reshape(-1, H), w_hh.diff,
-             accumulate=True)
+        for t in range(self.T - 1, -1, -1):
+            gemm(xp, d_pre_x[t].T, self.h_conted[t], w_hh.diff, accumulate=True)
         d_static = d_pre_x.sum(axis=0) if self.static_input else None
         self.input_backward(bottom, d_pre_x, 0, 1, d_static, 2)
