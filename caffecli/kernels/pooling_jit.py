@@ -119,8 +119,12 @@ def _ave_forward_for(square):
 
 
 def _ave_backward(dtop, kh, kw, sh, sw, ph, pw, dx):
+    """Each output's gradient divided by its window's size in the data's type (as Caffe's
+    top_diff / pool_size: numba would keep the quotient in float64), then added to the
+    window's inputs in Caffe's order."""
     n, c, oh, ow = dtop.shape
     h, w = dx.shape[2], dx.shape[3]
+    rounded = numpy.empty(1, dx.dtype)
     for i in range(n):
         for j in range(c):
             dx[i, j] = 0
@@ -130,7 +134,8 @@ def _ave_backward(dtop, kh, kw, sh, sw, ph, pw, dx):
                 for q in range(ow):
                     x0 = q * sw - pw
                     x1 = min(x0 + kw, w + pw)
-                    share = dtop[i, j, y, q] / ((y1 - y0) * (x1 - x0))
+                    rounded[0] = dtop[i, j, y, q] / ((y1 - y0) * (x1 - x0))
+                    share = rounded[0]
                     for a in range(max(y0, 0), min(y1, h)):
                         for b in range(max(x0, 0), min(x1, w)):
                             dx[i, j, a, b] += share
