@@ -1,7 +1,8 @@
 """Golden cases whose every value is Caffe's own bit for bit on the host, not only within the
 case's tolerance: layers whose arithmetic caffecli follows step by step (the C library's exp,
 log and tanh, kernels/libm.py; the loss loops' order; the recurrent layers' step-by-step
-shared gradients; AVE pooling's quotient rounded to the data's type)."""
+shared gradients; AVE pooling's quotient rounded to the data's type; the solvers' BLAS steps
+rounded once, solvers/blas_steps.py)."""
 import platform
 
 import numpy
@@ -37,3 +38,41 @@ def test_golden_cases_of_these_layers_are_caffes_bit_for_bit(family, monkeypatch
     for name in names:
         golden.run_layer_case(name)
     assert sum(compared) > 0
+
+
+# solver cases whose every iteration is Caffe's to the bit (the others part in a last place
+# where a gradient sums through BLAS, several iterations in): the updates' axpy/axpby steps
+# round once, as OpenBLAS's FMA does, and powx(., 0.5) is the C library's pow
+EXACT_SOLVERS = ["solver__adadelta", "solver__adam", "solver__multistep", "solver__sgd_l1",
+                 "solver__rmsprop_decay0.9_poly"]
+
+
+@pytest.mark.parametrize("name", EXACT_SOLVERS)
+def test_these_solver_trajectories_are_caffes_bit_for_bit(name, tmp_path, monkeypatch):
+    import io
+    import os
+    import shutil
+
+    import golden
+    from caffecli import glog, solvers
+    if name not in golden.case_names({"solver"}):
+        golden.require_golden()
+    case = golden.Case(name)
+    for f in os.listdir(case.dir):
+        if os.path.isfile(os.path.join(case.dir, f)):
+            shutil.copy(os.path.join(case.dir, f), tmp_path / f)
+    monkeypatch.chdir(tmp_path)
+    glog.set_stream(io.StringIO())
+    try:
+        s = solvers.get_solver("solver.prototxt")
+        s.net.copy_trained_layers_from("init.caffemodel")
+        with case.h5() as h5:
+            for it in range(1, len(h5["loss_per_iter"][()]) + 1):
+                s.step(1)
+                group = h5["params_after/%d" % it]
+                for lname in group:
+                    for i in group[lname]:
+                        got = s.net.layer_by_name(lname).blobs[int(i)].data
+                        assert got.tobytes() == group[lname][i][()].tobytes(), (it, lname, i)
+    finally:
+        glog.set_stream(None)

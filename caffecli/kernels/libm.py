@@ -1,6 +1,7 @@
 """exp, log and tanh on host arrays through the C library's own functions, as Caffe's CPU
 code calls them (expf, logf, tanhf for float data; exp, log, tanh for double), and the few
-expressions Caffe builds from them in double precision (its sigmoid; BNLL's log).
+expressions Caffe builds from them in double precision (its sigmoid; BNLL's log), and pow(x, 0.5)
+for its solvers.
 
 numpy's vectorized exp, log and tanh differ from the C library's in the last place for a
 fifth to two fifths of float32 inputs, and a gradient that cancels (a bias gradient plus its
@@ -35,6 +36,11 @@ def _tanh(x, y):
         y[i] = math.tanh(x[i])
 
 
+def _pow_half(x, half, y):
+    for i in range(x.size):
+        y[i] = x[i] ** half
+
+
 def _sigmoid(x, y):
     """sigmoid_layer.cpp: 0.5 * tanh(0.5 * x) + 0.5, the literals double, so all in double."""
     for i in range(x.size):
@@ -66,7 +72,7 @@ def _lstm_tanh(x, y):
         y[i] = 2.0 * (1.0 / (1.0 + math.exp(-2.0 * numpy.float64(x[i])))) - 1.0
 
 
-def _apply(loops, xp_fn, xp, x, out):
+def _apply(loops, xp_fn, xp, x, out, *args):
     """out = loops(x) elementwise on every core (x and out of any layout); xp_fn(x) where
     compiled loops do not apply (device arrays, no numba)."""
     if isinstance(x, numpy.ndarray):
@@ -82,7 +88,7 @@ def _apply(loops, xp_fn, xp, x, out):
     y = out if out is not None and jit.usable(out) else numpy.empty_like(x)
     xf, yf = x.reshape(-1), y.reshape(-1)
     compiled = kernel(loops)
-    for_parts(numpy, lambda a, b: compiled(xf[a:b], yf[a:b]), xf.size, xf.size, MIN_PART)
+    for_parts(numpy, lambda a, b: compiled(xf[a:b], *args, yf[a:b]), xf.size, xf.size, MIN_PART)
     if out is not None and out is not y:
         out[...] = y
         return out
@@ -132,3 +138,9 @@ def lstm_tanh(xp, x, out=None):
     def array_code(v):
         return (2.0 / (1.0 + xp.exp(-2.0 * v.astype(numpy.float64))) - 1.0).astype(v.dtype)
     return _apply(_lstm_tanh, array_code, xp, x, out)
+
+
+def pow_half(xp, x, out=None):
+    """x ** 0.5 through the C library's pow (powf for float32), as Caffe's powx(..., 0.5) in its
+    adaptive solvers: it differs from a correctly rounded sqrt for about one value in 1500."""
+    return _apply(_pow_half, xp.sqrt, xp, x, out, x.dtype.type(0.5))

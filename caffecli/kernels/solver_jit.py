@@ -4,8 +4,9 @@ the numpy steps made six to ten passes over the parameter and its histories, on 
 (CaffeNet's 61M values with SGD on 2 cores: 194 ms an iteration there, 20-29 ms here).
 
 Each step rounds as the numpy code of solvers/sgd.py and solvers/adaptive.py does, in the
-same order (every product and sum in the data's type, sqrt correctly rounded), so the values
-are that reference's bit for bit; the threads (kernels/threads.py) take disjoint ranges. The
+same order (as Caffe: its axpy/axpby steps one rounding, solvers/blas_steps.py, the rest in the
+data's type, powx(., 0.5) the C library's pow), so the values are that reference's bit for
+bit; the threads (kernels/threads.py) take disjoint ranges. The
 device has the same updates as kernels/cuda/solvers.cu.
 """
 import numpy
@@ -15,6 +16,7 @@ from .jit import kernel
 from .threads import for_parts
 
 _LOOPS = {}   # (kind, reg): the update loop, made once
+wide = numpy.float64   # the loops' float64 steps (one rounding for float32 data)
 SOLVERS = ("sgd_update", "nesterov_update", "adagrad_update", "rmsprop_update",
            "adadelta_update", "adam_update")
 
@@ -26,46 +28,47 @@ def _specialized(kind, reg):
     CaffeNet's fc6, 37.7M values, at 52 ms on 2 cores; this one at 18)."""
     key = (kind, reg)
     if key not in _LOOPS:
-        def update(w, g, h, h2, lr, norm, decay, a, b, c, e, f, zero, one):
+        def update(w, g, h, h2, lr, norm, decay, a, b, c, e, f, zero, one, half):
             """Parameter w, its gradient g (left holding the update, as Caffe's diff) and
             histories h and h2, all of one size; a, b, c, e, f: the solver's constants
             (``_constants``). Indices from 0, so numba drops its negative-index wrap and
-            the loop vectorizes."""
+            the loop vectorizes. Caffe's axpy/axpby steps are one rounding (solvers/
+            blas_steps.py): taken in float64, stored to the data's type; its powx(., 0.5) is
+            pow (``half``: 0.5 in the data's type)."""
             for i in range(w.size):
                 d = g[i] * norm
                 if reg == 2:
-                    d = d + decay * w[i]
+                    g[i] = wide(decay) * wide(w[i]) + wide(d)
+                    d = g[i]
                 elif reg == 1:
                     v = w[i]
-                    d = d + decay * (one if v > 0 else (-one if v < 0 else (zero if v == 0 else v)))
+                    sign = one if v > 0 else (-one if v < 0 else (zero if v == 0 else v))
+                    g[i] = wide(decay) * wide(sign) + wide(d)
+                    d = g[i]
                 if kind == 0:                      # SGD: a momentum
-                    hv = h[i] * a + lr * d
-                    h[i] = hv
+                    h[i] = wide(lr) * wide(d) + wide(h[i] * a)
+                    hv = h[i]
                 elif kind == 1:                    # Nesterov: a momentum, b = 1 + momentum
                     previous = h[i]
-                    hv = h[i] * a + lr * d
-                    h[i] = hv
-                    hv = b * hv - a * previous
+                    h[i] = wide(lr) * wide(d) + wide(previous * a)
+                    g[i] = wide(b) * wide(h[i]) + wide(-a * previous)
+                    hv = g[i]
                 elif kind == 2:                    # AdaGrad: a delta
                     s = h[i] + d * d
                     h[i] = s
-                    hv = lr * (d / (numpy.sqrt(s) + a))
+                    hv = lr * (d / (s ** half + a))
                 elif kind == 3:                    # RMSProp: a decay, b = 1 - decay, c delta
-                    s = h[i] * a + b * (d * d)
-                    h[i] = s
-                    hv = lr * (d / (numpy.sqrt(s) + c))
+                    h[i] = wide(b) * wide(d * d) + wide(h[i] * a)
+                    hv = lr * (d / (h[i] ** half + c))
                 elif kind == 4:                    # AdaDelta: a momentum, b = 1 - momentum, c delta
-                    s = h[i] * a + b * (d * d)
-                    h[i] = s
-                    d = d * numpy.sqrt((h2[i] + c) / (s + c))
-                    h2[i] = h2[i] * a + b * (d * d)
+                    h[i] = wide(b) * wide(d * d) + wide(h[i] * a)
+                    d = d * ((h2[i] + c) / (h[i] + c)) ** half
+                    h2[i] = wide(b) * wide(d * d) + wide(h2[i] * a)
                     hv = d * lr
                 else:                              # Adam: a, b betas, c delta, e, f 1 - betas
-                    m = h[i] * a + e * d
-                    s = h2[i] * b + f * (d * d)
-                    h[i] = m
-                    h2[i] = s
-                    hv = lr * (m / (numpy.sqrt(s) + c))
+                    h[i] = wide(e) * wide(d) + wide(h[i] * a)
+                    h2[i] = wide(f) * wide(d * d) + wide(h2[i] * b)
+                    hv = lr * (h[i] / (h2[i] ** half + c))
                 g[i] = hv
                 w[i] = w[i] - hv
         _LOOPS[key] = update
@@ -96,5 +99,5 @@ def update(name, w, g, histories, lr, norm, reg, decay, constants):
     k = tuple(t(v) for v in _constants(kind, constants))
     run = _specialized(kind, reg)
     for_parts(numpy, lambda i0, i1: run(w[i0:i1], g[i0:i1], h[i0:i1], h2[i0:i1], t(lr),
-                                        t(norm), t(decay), *k, t(0), t(1)),
+                                        t(norm), t(decay), *k, t(0), t(1), t(0.5)),
               w.size, w.size, jit.PASS_MIN_PART)

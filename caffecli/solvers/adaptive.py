@@ -7,7 +7,9 @@ import numpy
 
 from .. import backend
 from ..errors import CaffeError
+from ..kernels import libm
 from .base import register_solver
+from .blas_steps import fused
 from .sgd import SGDSolver
 
 f32 = numpy.float32
@@ -32,7 +34,7 @@ class AdaGradSolver(SGDSolver):
         h = self.history_at(param_id)
         h += g * g
         xp = backend.array_module(g)
-        update = xp.sqrt(h)
+        update = libm.pow_half(xp, h)   # Caffe's powx(h, 0.5): powf
         update += f32(self.param.delta)
         g[...] = self.local_rate(param_id, rate) * (g / update)
 
@@ -58,10 +60,9 @@ class RMSPropSolver(SGDSolver):
         g = self.param_at(param_id).diff
         h = self.history_at(param_id)
         decay = f32(self.param.rms_decay)
-        h *= decay
-        h += (f32(1) - decay) * (g * g)
+        h[...] = fused(f32(1) - decay, g * g, decay * h)   # Caffe's axpby
         xp = backend.array_module(g)
-        update = xp.sqrt(h)
+        update = libm.pow_half(xp, h)
         update += f32(self.param.delta)
         g[...] = self.local_rate(param_id, rate) * (g / update)
 
@@ -83,13 +84,11 @@ class AdaDeltaSolver(SGDSolver):
         update_hist = self.history_at(len(self.net.learnable_params) + param_id)
         momentum = f32(self.param.momentum)
         delta = f32(self.param.delta)
-        grad_hist *= momentum
-        grad_hist += (f32(1) - momentum) * (g * g)
+        grad_hist[...] = fused(f32(1) - momentum, g * g, momentum * grad_hist)
         xp = backend.array_module(g)
         ratio = (update_hist + delta) / (grad_hist + delta)
-        g *= xp.sqrt(ratio)
-        update_hist *= momentum
-        update_hist += (f32(1) - momentum) * (g * g)
+        g *= libm.pow_half(xp, ratio)
+        update_hist[...] = fused(f32(1) - momentum, g * g, momentum * update_hist)
         g *= self.local_rate(param_id, rate)
 
 
@@ -120,12 +119,10 @@ class AdamSolver(SGDSolver):
         beta1 = f32(self.param.momentum)
         beta2 = f32(self.param.momentum2)
         correction = self.scalars["correction"]
-        m *= beta1
-        m += (f32(1) - beta1) * g
-        v *= beta2
-        v += (f32(1) - beta2) * (g * g)
+        m[...] = fused(f32(1) - beta1, g, beta1 * m)   # Caffe's axpby
+        v[...] = fused(f32(1) - beta2, g * g, beta2 * v)
         xp = backend.array_module(g)
-        denom = xp.sqrt(v)
+        denom = libm.pow_half(xp, v)
         denom += f32(self.param.delta)
         g[...] = (self.local_rate(param_id, rate) * correction) * (m / denom)
 

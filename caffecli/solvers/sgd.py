@@ -11,6 +11,7 @@ from ..blob import Blob
 from ..errors import CaffeError
 from ..kernels import device, jit, solver_jit
 from .base import Solver, register_solver
+from .blas_steps import fused
 from .lr_policy import learning_rate
 
 f32 = numpy.float32
@@ -192,10 +193,10 @@ class SGDSolver(Solver):
             return
         kind = self.param.regularization_type
         xp = backend.array_module(p.data)
-        if kind == "L2":
-            p.diff[...] += local_decay * p.data
+        if kind == "L2":     # Caffe's axpy: one rounding
+            p.diff[...] = fused(local_decay, p.data, p.diff)
         elif kind == "L1":
-            p.diff[...] += local_decay * xp.sign(p.data)
+            p.diff[...] = fused(local_decay, xp.sign(p.data), p.diff)
         else:
             raise CaffeError("Unknown regularization type: " + kind)
 
@@ -207,8 +208,7 @@ class SGDSolver(Solver):
         p = self.param_at(param_id)
         h = self.history_at(param_id)
         momentum = f32(self.param.momentum)
-        h *= momentum
-        h += self.local_rate(param_id, rate) * p.diff
+        h[...] = fused(self.local_rate(param_id, rate), p.diff, momentum * h)   # Caffe's axpby
         p.diff[...] = h
 
     # ---- state for snapshots -----------------------------------------------------------
@@ -239,7 +239,6 @@ class NesterovSolver(SGDSolver):
         h = self.history_at(param_id)
         momentum = f32(self.param.momentum)
         previous = h.copy()
-        h *= momentum
-        h += self.local_rate(param_id, rate) * p.diff
-        p.diff[...] = (f32(1) + momentum) * h - momentum * previous
+        h[...] = fused(self.local_rate(param_id, rate), p.diff, momentum * h)
+        p.diff[...] = fused(f32(1) + momentum, h, -momentum * previous)
 
