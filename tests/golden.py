@@ -75,6 +75,18 @@ class Case:
         return h5py.File(self.path("case.h5"), "r")
 
 
+def writable_case(name, dest):
+    """The case ``name`` with its files copied into the folder ``dest`` (where a solver's
+    snapshots may land); make ``dest`` the working directory to run it."""
+    import shutil
+    case = Case(name)
+    for entry in os.listdir(case.dir):
+        src = os.path.join(case.dir, entry)
+        if os.path.isfile(src):
+            shutil.copy(src, os.path.join(dest, entry))
+    return case
+
+
 def assert_close(got, want, rtol, atol, what):
     got = numpy.asarray(got, dtype=numpy.float64)
     want = numpy.asarray(want, dtype=numpy.float64)

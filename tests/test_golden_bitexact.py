@@ -50,29 +50,19 @@ EXACT_SOLVERS = ["solver__adadelta", "solver__adam", "solver__multistep", "solve
 @pytest.mark.parametrize("name", EXACT_SOLVERS)
 def test_these_solver_trajectories_are_caffes_bit_for_bit(name, tmp_path, monkeypatch):
     import io
-    import os
-    import shutil
 
     import golden
     from caffecli import glog, solvers
-    if name not in golden.case_names({"solver"}):
-        golden.require_golden()
-    case = golden.Case(name)
-    for f in os.listdir(case.dir):
-        if os.path.isfile(os.path.join(case.dir, f)):
-            shutil.copy(os.path.join(case.dir, f), tmp_path / f)
+    case = golden.writable_case(name, tmp_path)
     monkeypatch.chdir(tmp_path)
     glog.set_stream(io.StringIO())
-    try:
-        s = solvers.get_solver("solver.prototxt")
-        s.net.copy_trained_layers_from("init.caffemodel")
-        with case.h5() as h5:
-            for it in range(1, len(h5["loss_per_iter"][()]) + 1):
-                s.step(1)
-                group = h5["params_after/%d" % it]
-                for lname in group:
-                    for i in group[lname]:
-                        got = s.net.layer_by_name(lname).blobs[int(i)].data
-                        assert got.tobytes() == group[lname][i][()].tobytes(), (it, lname, i)
-    finally:
-        glog.set_stream(None)
+    s = solvers.get_solver("solver.prototxt")
+    s.net.copy_trained_layers_from("init.caffemodel")
+    with case.h5() as h5:
+        for it in range(1, len(h5["loss_per_iter"][()]) + 1):
+            s.step(1)
+            group = h5["params_after/%d" % it]
+            for lname in group:
+                for i in group[lname]:
+                    got = s.net.layer_by_name(lname).blobs[int(i)].data
+                    assert got.tobytes() == group[lname][i][()].tobytes(), (it, lname, i)

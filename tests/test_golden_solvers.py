@@ -3,13 +3,12 @@ Caffe's iteration-6 snapshot resumed to 12, our own snapshot resumed bitwise, an
 import io
 import os
 import re
-import shutil
 
 import numpy
 import pytest
 
 from caffecli import glog, registry, solvers
-from golden import Case, assert_close, case_names, golden_dir
+from golden import assert_close, case_names, golden_dir, writable_case
 
 # each test runs in CPU mode, in GPU mode, and in GPU mode with CUDA graphs
 pytestmark = pytest.mark.devices(graphs=True)
@@ -28,11 +27,7 @@ def _require_layers():
 def case_dir(request, tmp_path, monkeypatch):
     """A writable copy of the case folder as the working directory (snapshots land there)."""
     _require_layers()
-    case = Case(request.param)
-    for name in os.listdir(case.dir):
-        src = os.path.join(case.dir, name)
-        if os.path.isfile(src):
-            shutil.copy(src, tmp_path / name)
+    case = writable_case(request.param, tmp_path)
     monkeypatch.chdir(tmp_path)
     glog.set_stream(io.StringIO())
     yield case
