@@ -144,8 +144,7 @@ class Layer:
         buf, size = buffers.get(name), math.prod(shape)
         if (buf is None or buf.size < size or buf.dtype != dtype
                 or not isinstance(buf, self.xp.ndarray)):
-            buf = buffers[name] = (host_memory.empty(size, dtype) if self.xp is numpy
-                                   else self.xp.empty(size, dtype=dtype))
+            buf = buffers[name] = host_memory.buffer(self.xp, size, dtype)
         return buf[:size].reshape(shape)
 
     def explain_nonfinite_loss(self):

@@ -33,3 +33,9 @@ def empty(size, dtype):
 def zeros(size, dtype):
     """numpy.zeros(size, dtype), 1-D, starting on a 2 MB boundary when large."""
     return _aligned(numpy.zeros, size, dtype)
+
+
+def buffer(xp, size, dtype):
+    """A work buffer of ``size`` values on ``xp``'s side: ``empty``'s on the host, xp's own on
+    the device."""
+    return empty(size, dtype) if xp is numpy else xp.empty(size, dtype=dtype)

@@ -48,11 +48,8 @@ class PadBuffer:
         key = (xp.__name__, tuple(lead), tuple(spatial), numpy.dtype(dtype).str, fill)
         if self.key != key:
             shape = tuple(lead) + tuple(spatial)
-            if xp is numpy:
-                self.buf = host_memory.empty(math.prod(shape), dtype).reshape(shape)
-                self.buf[...] = fill
-            else:
-                self.buf = xp.full(shape, fill, dtype=dtype)
+            self.buf = host_memory.buffer(xp, math.prod(shape), dtype).reshape(shape)
+            self.buf[...] = fill
             self.key = key
         return self.buf
 

@@ -110,8 +110,7 @@ class ColumnMaker:
         size = prod(shape)
         if (self._col is None or self._col.size < size or self._col.dtype != dtype
                 or not isinstance(self._col, xp.ndarray)):
-            self._col = (host_memory.empty(size, dtype) if xp is numpy
-                         else xp.empty(size, dtype=dtype))
+            self._col = host_memory.buffer(xp, size, dtype)
         return self._col[:size].reshape(shape)
 
     def _images_second(self, a):
