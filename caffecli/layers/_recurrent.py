@@ -155,6 +155,13 @@ class RecurrentLayer(Layer):
             return None
         return bottom[2].data.reshape(self.N, -1) @ w.T
 
+    def step_weight_gradient(self, d, x, diff):
+        """diff += d[t].T @ x[t] for each step t, the last first: a weight shared by every
+        step of the unrolled net receives its gradient so in Caffe (one product over all the
+        steps would round otherwise)."""
+        for t in range(self.T - 1, -1, -1):
+            gemm(self.xp, d[t].T, x[t], diff, accumulate=True)
+
     def input_backward(self, bottom, d_in, w_idx, b_idx, d_static, ws_idx):
         """Gradients of the input transforms (x and x_static), given d(W x_t + b)."""
         d2 = d_in.reshape(self.T * self.N, -1)

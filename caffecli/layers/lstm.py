@@ -1,6 +1,5 @@
 """LSTM: a long short-term memory layer over T time steps (Caffe's lstm_layer)."""
 from ..kernels.lstm import cell_backward, cell_forward
-from ..kernels.gemm import gemm
 from ..registry import register_layer
 from ._recurrent import RecurrentLayer
 from ._unrolled import fill_lstm
@@ -60,9 +59,6 @@ class LSTMLayer(RecurrentLayer):
             dc, dgates = cell_backward(xp, c_prev, acts, dc, dh, out=d_gates_x[t])
             dh_rec = dgates @ w_hc.data
             dh_rec *= cont[t].reshape(-1, 1)
-        # W_hc's gradient one step at a time, the last first, as the unrolled net's shared
-        # diff receives it in Caffe (one product over every step rounds otherwise)
-        for t in range(self.T - 1, -1, -1):
-            gemm(xp, d_gates_x[t].T, self.h_conted[t], w_hc.diff, accumulate=True)
+        self.step_weight_gradient(d_gates_x, self.h_conted, w_hc.diff)
         d_static = d_gates_x.sum(axis=0) if self.static_input else None
         self.input_backward(bottom, d_gates_x, 0, 1, d_static, 2)

@@ -1,6 +1,5 @@
 """RNN: a simple recurrent layer, h_t = tanh(W x_t + U h_{t-1} + b) (Caffe's rnn_layer)."""
 from ..kernels import libm
-from ..kernels.gemm import gemm
 from ..registry import register_layer
 from ._recurrent import RecurrentLayer
 from ._unrolled import fill_rnn
@@ -56,12 +55,11 @@ class RNNLayer(RecurrentLayer):
         w_hh, w_ho, b_o = self.weights[k:k + 3]
         cont = bottom[1].data
         H = self.H
-        # The output layer does not recur: its gradients for all steps at once.
+        # The output layer does not recur; its shared weights still receive one step's
+        # gradient at a time, the last first, as the unrolled net's layers add them in Caffe.
         d_o = top[0].diff * (1 - self.o_all * self.o_all)
-        # the unrolled net's output layers add into the shared diffs one step at a time, the
-        # last step first (Caffe's backward order)
+        self.step_weight_gradient(d_o, self.h_all, w_ho.diff)
         for t in range(self.T - 1, -1, -1):
-            gemm(xp, d_o[t].T, self.h_all[t], w_ho.diff, accumulate=True)
             b_o.diff[...] += d_o[t].sum(axis=0)
         dh_o = (d_o.reshape(-1, H) @ w_ho.data).reshape(self.T, self.N, H)
         d_pre_x = xp.empty((self.T, self.N, H), dtype=d_o.dtype)
@@ -72,7 +70,6 @@ class RNNLayer(RecurrentLayer):
             da *= 1 - h * h
             dh_rec = da @ w_hh.data
             dh_rec *= cont[t].reshape(-1, 1)
-        for t in range(self.T - 1, -1, -1):
-            gemm(xp, d_pre_x[t].T, self.h_conted[t], w_hh.diff, accumulate=True)
+        self.step_weight_gradient(d_pre_x, self.h_conted, w_hh.diff)
         d_static = d_pre_x.sum(axis=0) if self.static_input else None
         self.input_backward(bottom, d_pre_x, 0, 1, d_static, 2)
