@@ -1,5 +1,5 @@
-"""The compiled im2col (stride 1) and col2im (any stride) of kernels/im2col_jit.py against
-numpy's, bit for bit, and the column maker's choice between them."""
+"""The compiled im2col and col2im (any stride) of kernels/im2col_jit.py against numpy's, bit
+for bit, split across numba's threads, and the column maker's choice between them."""
 import numpy
 import pytest
 
@@ -23,15 +23,21 @@ SPLITS = {"1": [((0, 3), (0, 4))], "2": [((0, 3), (0, 2)), ((0, 3), (2, 4))],
           "5": [((0, 3), (0, 1)), ((0, 3), (1, 2)), ((0, 3), (2, 3)), ((0, 3), (3, 4))]}
 
 
-def recorded_parts(monkeypatch, name, threads):
-    """Run with ``threads`` threads and tiny parts; the ranges each call of im2col_jit's
-    ``name`` kernel got, as a list that grows."""
+def recorded_parts(monkeypatch, name, threads, channels=3, images=4):
+    """Run with ``threads`` threads and tiny parts; the (channels, images) ranges of the parts
+    that im2col_jit's ``name`` split gives numba's threads, as a list that grows."""
     monkeypatch.setenv("OMP_NUM_THREADS", threads)
     monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
     parts = []
-    real = getattr(im2col_jit, name)
-    monkeypatch.setattr(im2col_jit, name,
-                        lambda *a, **k: parts.append(a[3:5]) or real(*a, **k))
+    real = im2col_jit.for_native
+
+    def recording(driver, count, elements, by_image, *args, **kw):
+        if driver.__name__ == "_%s_parts" % name:
+            k = kernel_threads._parts(count, elements, kw.get("min_part"))
+            for a, b in ((count * i // k, count * (i + 1) // k) for i in range(k)):
+                parts.append(((0, channels), (a, b)) if by_image else ((a, b), (0, images)))
+        return real(driver, count, elements, by_image, *args, **kw)
+    monkeypatch.setattr(im2col_jit, "for_native", recording)
     return parts
 
 
@@ -63,14 +69,16 @@ def test_compiled_col2im_is_numpys(monkeypatch, dtype, kernel, pad, dilation, im
 
 
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-@pytest.mark.parametrize("kernel,pad,dilation,img", GEOMETRIES)
+@pytest.mark.parametrize("kernel,pad,dilation,img,stride",
+                         [g + ((1, 1),) for g in GEOMETRIES] + STRIDED)
 @pytest.mark.parametrize("threads", ["1", "2", "5"])
-def test_compiled_im2col_is_numpys(monkeypatch, dtype, kernel, pad, dilation, img, threads):
-    """Same columns as numpy's im2col for any thread count, zeros where a window overhangs
-    the image (the buffer's stale values overwritten)."""
+def test_compiled_im2col_is_numpys(monkeypatch, dtype, kernel, pad, dilation, img, stride,
+                                   threads):
+    """Same columns as numpy's im2col (its phase-split copies where strided) for any thread
+    count, zeros where a window overhangs the image (the buffer's stale values overwritten)."""
     parts = recorded_parts(monkeypatch, "im2col", threads)
     n, c = 4, 3
-    cols, out = maker(kernel, pad, dilation, c, img)
+    cols, out = maker(kernel, pad, dilation, c, img, stride)
     x = numpy.random.RandomState(3).randn(n, c, *img).astype(dtype)
     cols.column_buffer(numpy, (c,) + kernel + (n,) + tuple(out), dtype)[...] = 7
     got = cols.im2col(numpy, x).copy()
@@ -84,19 +92,21 @@ def test_col2im_kernel_writes_only_its_part():
     cols, out = maker((3, 3), (1, 1), (1, 1), 4, (5, 5))
     col = numpy.ones((4, 3, 3, 2) + tuple(out), numpy.float32)
     x = numpy.full((2, 4, 5, 5), -1, numpy.float32)
-    im2col_jit.col2im(col, [1, 1], [1, 1], (1, 3), (1, 2), x)
+    jit.kernel(im2col_jit._col2im)(col, 1, 1, 1, 1, 1, 3, 1, 2, x)
     assert (x[1, 1:3] > 0).all()                 # a 3x3 window over ones counts its reach
     assert x[1, 1, 2, 2] == 9 and x[1, 1, 0, 0] == 4
     x[1, 1:3] = -1
     assert (x == -1).all()
 
 
-def test_strided_layers_keep_numpys_im2col_and_3d_layers_both(monkeypatch):
-    """A strided 2-D layer takes the compiled col2im only; a 3-D layer neither kernel."""
+def test_2d_layers_take_the_compiled_kernels_and_3d_layers_numpys(monkeypatch):
+    """A 2-D layer, strided or not, takes both compiled kernels; a 3-D layer neither; a 1x1
+    strided layer without padding reads its lattice (no columns to copy window by window)."""
     calls = []
     monkeypatch.setattr(im2col_jit, "col2im", lambda *a, **k: calls.append("col2im"))
     monkeypatch.setattr(im2col_jit, "im2col", lambda *a, **k: calls.append("im2col"))
-    for kernel, stride, img in [((3, 3), (2, 2), (7, 7)), ((2, 2, 2), (1, 1, 1), (4, 4, 4))]:
+    for kernel, stride, img in [((3, 3), (2, 2), (7, 7)), ((2, 2, 2), (1, 1, 1), (4, 4, 4)),
+                                ((1, 1), (2, 2), (6, 6))]:
         out = ic.conv_out_shape(list(img), kernel, [0] * len(kernel), stride, [1] * len(kernel))
         cols = base_conv.ColumnMaker(list(kernel), list(stride), [0] * len(kernel),
                                      [1] * len(kernel))
@@ -104,8 +114,16 @@ def test_strided_layers_keep_numpys_im2col_and_3d_layers_both(monkeypatch):
         cols.col2im(numpy, numpy.zeros((2,) + kernel + (1,) + tuple(out), numpy.float32),
                     numpy.empty((1, 2) + img, numpy.float32))
         cols.im2col(numpy, numpy.zeros((1, 2) + img, numpy.float32))
-    assert calls == ["col2im"]
+    assert calls == ["col2im", "im2col"]
+
+
+def test_a_small_job_runs_whole_on_the_calling_thread(monkeypatch):
+    """Below the part size, the split is one part: the serial driver over the whole range."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "4")
+    ran = []
     cols, out = maker((3, 3), (0, 0), (1, 1), 2, (5, 5))
+    monkeypatch.setattr(jit, "parallel", lambda d, threaded=False: lambda bounds, *a: ran.append(
+        (threaded, list(bounds))))
     cols.col2im(numpy, numpy.zeros((2, 3, 3, 1) + tuple(out), numpy.float32),
                 numpy.empty((1, 2, 5, 5), numpy.float32))
-    assert len(calls) == 2   # a small job runs as one part
+    assert ran == [(False, [0, 2])]

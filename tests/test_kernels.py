@@ -118,6 +118,38 @@ def test_for_parts_inside_a_part_or_from_two_threads_runs_whole(monkeypatch):
     assert (out == numpy.arange(1, 7)[:, None]).all()
 
 
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+def test_for_native_takes_numbas_threads_only_when_free(monkeypatch):
+    """CAFFECLI_NATIVE_THREADS=1: a split starts its parts on numba's threads; while another
+    split holds the threads, in a forked child, or by default, the serial driver runs each part
+    on the pool; the values are the same."""
+    from caffecli.kernels import relu_jit
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setattr("caffecli.kernels.jit.PASS_MIN_PART", 1)
+    x = R.randn(1000).astype(numpy.float32)
+    want = numpy.maximum(x, 0)
+    kinds = []
+    real = jit.parallel
+    monkeypatch.setattr(jit, "parallel", lambda d, threaded=False: kinds.append(threaded)
+                        or real(d, threaded))
+    for native, busy, forked, threaded in ((True, False, False, True), (True, True, False, False),
+                                           (True, False, True, False),
+                                           (False, False, False, False)):
+        monkeypatch.setattr(threads_mod, "NATIVE", native)
+        monkeypatch.setattr(threads_mod, "_native", [not forked])
+        y = numpy.full_like(x, 7)
+        if busy:
+            threads_mod._pool.busy.acquire()
+        try:
+            relu_jit.forward(x, numpy.float32(0), y)
+        finally:
+            if busy:
+                threads_mod._pool.busy.release()
+        assert numpy.array_equal(y, want)
+        assert kinds[-1] is threaded
+        kinds.clear()
+
+
 @pytest.mark.parametrize("text,shape", [
     ('type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }', (5, 3, 9, 8)),
     ('type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 }', (5, 3, 9, 8)),
@@ -134,15 +166,19 @@ def test_for_parts_inside_a_part_or_from_two_threads_runs_whole(monkeypatch):
      'weight_filler { type: "gaussian" std: 0.3 } }', (5, 2, 4, 5, 3)),
 ])
 def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
-    """Layers whose host work is split across threads: one part or many, the same values."""
+    """Layers whose host work is split across threads: one part or many, on the pool or on
+    numba's own threads (CAFFECLI_NATIVE_THREADS=1), the same values."""
     from caffecli import context
     from caffecli.blob import Blob
     from caffecli.kernels import threads
     from gradcheck import make_layer
     x = R.randn(*shape).astype(numpy.float32)
     results = []
-    for count, min_part in (("1", 1 << 30), ("3", 1)):
+    for count, min_part, native in (("1", 1 << 30, False), ("3", 1, False), ("3", 1, True)):
+        if native and not jit.INSTALLED:
+            continue
         monkeypatch.setenv("OMP_NUM_THREADS", count)
+        monkeypatch.setattr(threads, "NATIVE", native)
         monkeypatch.setattr(threads, "MIN_PART_ELEMENTS", min_part)
         monkeypatch.setattr("caffecli.kernels.jit.PASS_MIN_PART", min_part)
         context.set_random_seed(4)
@@ -154,8 +190,9 @@ def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
         top[0].diff[...] = numpy.linspace(-1, 1, top[0].count).reshape(top[0].shape)
         layer.Backward(top, [True], bottom)
         results.append((top[0].data.copy(), bottom[0].diff.copy()))
-    (y1, dx1), (y3, dx3) = results
-    assert numpy.array_equal(y1, y3) and numpy.array_equal(dx1, dx3)
+    (y1, dx1), *split = results
+    for y3, dx3 in split:
+        assert numpy.array_equal(y1, y3) and numpy.array_equal(dx1, dx3)
     assert numpy.abs(dx1).sum() > 0
 
 

@@ -11,12 +11,18 @@ against numpy's copies. Each value receives its adds in kernel-offset order, sta
 as in numpy's col2im and Caffe's, so the result is the same bits, and im2col copies the values
 numpy's strided-window copy does. A strided layer's col2im sums each image in its padded plane
 split by phase (one thread: CaffeNet's conv1 9.2 -> 5.8 ms, GoogLeNet's 12.2 -> 5.9 ms against
-numpy's phase-split adds over the whole batch); its im2col stays numpy's phase-split copies
-(compiled ones were level or slower).
+numpy's phase-split adds over the whole batch). A strided im2col copies each window row with a
+stride: a little slower than numpy's phase-split copies on 2 cores (CaffeNet's conv1 4.0 -> 4.5
+ms), but those are hundreds of small numpy calls a part, which 16 threads queue for the GIL
+(17 ms of CaffeNet conv1's 21 ms forward on 16 cores).
+
+Each entry point splits its work across numba's threads (threads.for_native) by channels, or
+by images where there are few channels (``by_image``); every value is computed alike in any part.
 """
 import numpy
 
-from .jit import kernel
+from .jit import prange
+from .threads import for_native
 
 
 def _col2im(col, dh, dw, ph, pw, c0, c1, n0, n1, x):
@@ -83,6 +89,35 @@ def _im2col(x, dh, dw, ph, pw, c0, c1, n0, n1, col):
                             row[ox] = 0
 
 
+def _im2col_strided(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col):
+    """_im2col for a stride above 1: window row oy of offset (ki, kj) reads image row
+    oy * sh + ki * dh - ph at every sw-th column."""
+    kh, kw, oh, ow = col.shape[1], col.shape[2], col.shape[4], col.shape[5]
+    h, w = x.shape[2], x.shape[3]
+    for c in range(c0, c1):
+        for ki in range(kh):
+            for kj in range(kw):
+                shift = kj * dw - pw
+                lo = min(max(-(shift // sw), 0), ow)            # first ox inside the image
+                hi = max(min(-((shift - w) // sw), ow), lo)     # first ox past it
+                for n in range(n0, n1):
+                    for oy in range(oh):
+                        iy = oy * sh + ki * dh - ph
+                        row = col[c, ki, kj, n, oy]
+                        if not 0 <= iy < h:
+                            for ox in range(ow):
+                                row[ox] = 0
+                            continue
+                        source = x[n, c, iy, lo * sw + shift:]
+                        inside = row[lo:]
+                        for ox in range(lo):
+                            row[ox] = 0
+                        for t in range(hi - lo):
+                            inside[t] = source[t * sw]
+                        for ox in range(hi, ow):
+                            row[ox] = 0
+
+
 def _col2im_phased(col, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, x):
     """_col2im for a stride above 1: the padded plane is kept split by phase (padded row r at
     phase r % sh, index r // sh; columns alike), so each window row is still one dense run of
@@ -117,17 +152,35 @@ def _col2im_phased(col, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, x):
                         row[ix0 + j * sw] = inside[j]
 
 
-def im2col(x, dilation, pad, channels, images, col):
-    """col (C, kh, kw, N, oh, ow)[channels, images] = im2col of x (N, C, H, W), stride 1;
-    ``channels`` and ``images`` are (start, stop) ranges (a thread's part)."""
-    kernel(_im2col)(x, dilation[0], dilation[1], pad[0], pad[1], *channels, *images, col)
+def _im2col_parts(bounds, by_image, x, sh, sw, dh, dw, ph, pw, col):
+    for p in prange(bounds.size - 1):
+        a, b = bounds[p], bounds[p + 1]
+        c0, c1, n0, n1 = (0, col.shape[0], a, b) if by_image else (a, b, 0, col.shape[3])
+        if sh == 1 and sw == 1:
+            _im2col(x, dh, dw, ph, pw, c0, c1, n0, n1, col)
+        else:
+            _im2col_strided(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col)
 
 
-def col2im(col, dilation, pad, channels, images, out, stride=(1, 1)):
-    """out (N, C, H, W)[images, channels] = col2im of col (C, kh, kw, N, oh, ow), any stride;
-    ``channels`` and ``images`` are (start, stop) ranges (a thread's part)."""
-    if tuple(stride) == (1, 1):
-        kernel(_col2im)(col, dilation[0], dilation[1], pad[0], pad[1], *channels, *images, out)
-    else:
-        kernel(_col2im_phased)(col, stride[0], stride[1], dilation[0], dilation[1], pad[0],
-                               pad[1], *channels, *images, out)
+def _col2im_parts(bounds, by_image, col, sh, sw, dh, dw, ph, pw, x):
+    for p in prange(bounds.size - 1):
+        a, b = bounds[p], bounds[p + 1]
+        c0, c1, n0, n1 = (0, col.shape[0], a, b) if by_image else (a, b, 0, col.shape[3])
+        if sh == 1 and sw == 1:
+            _col2im(col, dh, dw, ph, pw, c0, c1, n0, n1, x)
+        else:
+            _col2im_phased(col, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, x)
+
+
+def im2col(x, stride, dilation, pad, by_image, col):
+    """col (C, kh, kw, N, oh, ow) = im2col of x (N, C, H, W), split across the threads by images
+    (``by_image``) or by channels."""
+    for_native(_im2col_parts, x.shape[0] if by_image else x.shape[1], col.size, by_image, x,
+               *stride, *dilation, *pad, col)
+
+
+def col2im(col, stride, dilation, pad, by_image, out):
+    """out (N, C, H, W) = col2im of col (C, kh, kw, N, oh, ow), any stride, split across the
+    threads by images (``by_image``) or by channels."""
+    for_native(_col2im_parts, out.shape[0] if by_image else out.shape[1],
+               max(col.size, out.size), by_image, col, *stride, *dilation, *pad, out)

@@ -9,6 +9,7 @@ against. Kernels are ``nogil``: the threads of kernels/threads.py run them on di
 import importlib.util
 import os
 import threading
+import types
 
 import numpy
 
@@ -17,9 +18,10 @@ from ..util.lazy import LazyModule
 numba = LazyModule("numba")
 PASS_MIN_PART = 1 << 20  # values per thread for a compiled elementwise pass: fewer are done
                          # before a pool thread wakes
+prange = range   # a driver's loop over its parts: numba's prange once compiled (``parallel``)
 INSTALLED = importlib.util.find_spec("numba") is not None
 _compiled = {}
-_lock = threading.Lock()
+_lock = threading.RLock()
 
 
 def usable(*arrays):
@@ -46,3 +48,68 @@ def kernel(fn, fastmath=False):
                     jitted = numba.njit(nogil=True, fastmath=fastmath, error_model="numpy")(fn)
                 _compiled[fn] = jitted
     return jitted
+
+
+def parallel(driver, threaded=False):
+    """``driver(bounds, ...)``, whose loop over its parts is ``prange``, compiled: with numba's
+    parallel loops where ``threaded`` (its parts start at once on numba's threads), else as a
+    plain loop (kernels/threads.py's pool runs it a part at a time, without the GIL). The plain
+    functions of its module that it calls (or holds in its closure) are compiled first."""
+    key = (driver, threaded)
+    jitted = _compiled.get(key)
+    if jitted is None:
+        with _lock:
+            jitted = _compiled.get(key)
+            if jitted is None:
+                if threaded:
+                    _choose_threading_layer()
+                jitted = _compiled[key] = _compile_driver(driver, threaded)
+    return jitted
+
+
+def _compile_driver(driver, parallel_loops):
+    names = dict(driver.__globals__)
+    for name in driver.__code__.co_names:
+        fn = names.get(name)
+        if isinstance(fn, types.FunctionType) and fn.__module__ == driver.__module__:
+            names[name] = kernel(fn)
+    names["prange"] = numba.prange
+    cells = tuple(types.CellType(kernel(c.cell_contents)
+                                 if isinstance(c.cell_contents, types.FunctionType)
+                                 else c.cell_contents) for c in driver.__closure__ or ())
+    fn = types.FunctionType(driver.__code__, names, driver.__name__, driver.__defaults__,
+                            cells or None)
+    fn.__module__ = driver.__module__
+    # a name of its own for each kind: numba's disk cache files compiled code by name
+    fn.__qualname__ = driver.__qualname__ + ("" if parallel_loops else "_serial")
+    options = dict(nogil=True, error_model="numpy", parallel=parallel_loops)
+    try:
+        return numba.njit(cache=True, **options)(fn)
+    except RuntimeError:    # no writable cache location: compile in memory
+        return numba.njit(**options)(fn)
+
+
+def _choose_threading_layer():
+    """GNU OpenMP first (its threads take a part in ~8 us; TBB's and numba's own work queue
+    took 5-20x longer on the benchmarks' hosts), unless the user named a layer; its threads
+    sleep as soon as a part is done (OMP_WAIT_POLICY=PASSIVE unless the user set one), since
+    spinning ones take the cores from BLAS's threads (LeNet 12 -> 24 ms a pass on 2 cores).
+    The policy is set only while OpenMP starts: other OpenMP libraries (PyTorch's) keep theirs."""
+    if not os.environ.get("NUMBA_THREADING_LAYER"):
+        numba.config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
+    unset = "OMP_WAIT_POLICY" not in os.environ
+    if unset:
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        numba.get_num_threads()   # starts the threading layer now, under this policy
+    finally:
+        if unset:
+            del os.environ["OMP_WAIT_POLICY"]
+
+
+def use_threads(n):
+    """Run this thread's next parallel driver on ``n`` of numba's threads (at most as many as
+    it started); returns how many that is."""
+    n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(n)
+    return n

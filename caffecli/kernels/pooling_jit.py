@@ -8,7 +8,8 @@ order by a rounding.
 """
 import numpy
 
-from .jit import kernel
+from .jit import prange
+from .threads import for_native
 
 FLT_MAX = float(numpy.finfo(numpy.float32).max)
 
@@ -155,19 +156,68 @@ def _geometry(geo):
     return kh, kw, sh, sw, ph, pw
 
 
+def _parts_for(name, loops, make):
+    """{window side: a driver over images (threads.for_native) of ``loops``' kernel for it},
+    named apart for numba's cache as the kernels are."""
+    drivers = {}
+    for square, loop in loops.items():
+        drivers[square] = make(loop)
+        drivers[square].__qualname__ = "%s_parts_%d" % (name, square)
+    return drivers
+
+
+def _max_forward_parts(loop):
+    def max_forward_parts(bounds, x, kh, kw, sh, sw, ph, pw, top, arg):
+        for p in prange(bounds.size - 1):
+            a, b = bounds[p], bounds[p + 1]
+            loop(x[a:b], kh, kw, sh, sw, ph, pw, top[a:b], arg[a:b])
+    return max_forward_parts
+
+
+def _max_backward_parts(loop):
+    def max_backward_parts(bounds, dtop, arg, kw, sh, sw, ph, pw, dx):
+        for p in prange(bounds.size - 1):
+            a, b = bounds[p], bounds[p + 1]
+            loop(dtop[a:b], arg[a:b], kw, sh, sw, ph, pw, dx[a:b])
+    return max_backward_parts
+
+
+def _ave_forward_parts(loop):
+    def ave_forward_parts(bounds, x, kh, kw, sh, sw, ph, pw, top):
+        for p in prange(bounds.size - 1):
+            a, b = bounds[p], bounds[p + 1]
+            loop(x[a:b], kh, kw, sh, sw, ph, pw, top[a:b])
+    return ave_forward_parts
+
+
+def _ave_backward_parts(bounds, dtop, kh, kw, sh, sw, ph, pw, dx):
+    for p in prange(bounds.size - 1):
+        a, b = bounds[p], bounds[p + 1]
+        _ave_backward(dtop[a:b], kh, kw, sh, sw, ph, pw, dx[a:b])
+
+
+_MAX_FORWARD_PARTS = _parts_for("max_forward", _MAX_FORWARD, _max_forward_parts)
+_MAX_BACKWARD_PARTS = _parts_for("max_backward", _MAX_BACKWARD, _max_backward_parts)
+_AVE_FORWARD_PARTS = _parts_for("ave_forward", _AVE_FORWARD, _ave_forward_parts)
+
+
 def max_pool(x, geo, top, arg):
-    """top, arg (winning kernel offset, -1 for none) of MAX pooling ``x``, written in place."""
-    kernel(_for_window(_MAX_FORWARD, geo))(x, *_geometry(geo), top, arg)
+    """top, arg (winning kernel offset, -1 for none) of MAX pooling ``x``, written in place;
+    the images split across numba's threads (as are the other three)."""
+    for_native(_for_window(_MAX_FORWARD_PARTS, geo), x.shape[0], x.size, x, *_geometry(geo),
+               top, arg)
 
 
 def max_pool_backward(dtop, arg, geo, dx):
     kh, kw, sh, sw, ph, pw = _geometry(geo)
-    kernel(_for_window(_MAX_BACKWARD, geo))(dtop, arg, kw, sh, sw, ph, pw, dx)
+    for_native(_for_window(_MAX_BACKWARD_PARTS, geo), dx.shape[0], dx.size, dtop, arg, kw, sh,
+               sw, ph, pw, dx)
 
 
 def ave_pool(x, geo, top):
-    kernel(_for_window(_AVE_FORWARD, geo))(x, *_geometry(geo), top)
+    for_native(_for_window(_AVE_FORWARD_PARTS, geo), x.shape[0], x.size, x, *_geometry(geo),
+               top)
 
 
 def ave_pool_backward(dtop, geo, dx):
-    kernel(_ave_backward)(dtop, *_geometry(geo), dx)
+    for_native(_ave_backward_parts, dx.shape[0], dx.size, dtop, *_geometry(geo), dx)

@@ -15,7 +15,9 @@ with the ReLU after it: the same expressions, so the same bits.
 """
 import numpy
 
-from .jit import kernel
+from . import jit
+from .jit import kernel, prange
+from .threads import for_native
 
 
 def _forward(x, slope, y):
@@ -89,22 +91,46 @@ def _images_first_relu(src, bias, with_bias, slope, c0, c1, y):
                     row[t] = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
 
 
+def _forward_parts(bounds, x, slope, y):
+    for p in prange(bounds.size - 1):
+        a, b = bounds[p], bounds[p + 1]
+        _forward(x[a:b], slope, y[a:b])
+
+
+def _forward_in_place_parts(bounds, y, slope):
+    for p in prange(bounds.size - 1):
+        _forward_in_place(y[bounds[p]:bounds[p + 1]], slope)
+
+
+def _backward_parts(bounds, x, dy, slope, dx):
+    for p in prange(bounds.size - 1):
+        a, b = bounds[p], bounds[p + 1]
+        _backward(x[a:b], dy[a:b], slope, dx[a:b])
+
+
+def _backward_in_place_parts(bounds, x, slope, d):
+    for p in prange(bounds.size - 1):
+        a, b = bounds[p], bounds[p + 1]
+        _backward_in_place(x[a:b], slope, d[a:b])
+
+
 def forward(x, slope, y=None):
     """y = relu(x) for flat (1-D) arrays, ``slope`` in the data's dtype; into x itself without
-    y."""
+    y. Split across numba's threads."""
     if y is None:
-        kernel(_forward_in_place)(x, slope)
+        for_native(_forward_in_place_parts, x.size, x.size, x, slope, min_part=jit.PASS_MIN_PART)
     else:
-        kernel(_forward)(x, slope, y)
+        for_native(_forward_parts, x.size, x.size, x, slope, y, min_part=jit.PASS_MIN_PART)
 
 
 def backward(x, dy, slope, dx=None):
     """dx = relu'(x) * dy for flat arrays (x: the bottom's data, or the top's where in place);
-    into dy itself without dx."""
+    into dy itself without dx. Split across numba's threads."""
     if dx is None:
-        kernel(_backward_in_place)(x, slope, dy)
+        for_native(_backward_in_place_parts, x.size, x.size, x, slope, dy,
+                   min_part=jit.PASS_MIN_PART)
     else:
-        kernel(_backward)(x, dy, slope, dx)
+        for_native(_backward_parts, x.size, x.size, x, dy, slope, dx, min_part=jit.PASS_MIN_PART)
 
 
 def sum_forward(a, b, slope, y):

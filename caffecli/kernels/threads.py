@@ -89,12 +89,25 @@ class _Pool:
 _pool = _Pool()
 
 
+# Parts on numba's OpenMP threads: one native hand-off (~8 us on 16 cores against ~270 us for
+# this pool, whose threads take the GIL one after another), level on 2 cores, but on the
+# 16-core host whole nets ran 3-5x slower (BLAS's products beside OpenMP's threads: CaffeNet's
+# conv4 forward 4.4 -> 39 ms), so it is opt in until that is understood.
+NATIVE = os.environ.get("CAFFECLI_NATIVE_THREADS", "0") == "1"
+_native = [True]   # numba's threads may be used (not in a forked child: OpenMP is not fork-safe)
+
+
 def _after_fork():
     global _pool
     _pool = _Pool()   # a forked child has none of the parent's threads
+    _native[0] = False
 
 
 os.register_at_fork(after_in_child=_after_fork)
+
+
+def _parts(n, elements, min_part):
+    return min(num_threads(), n, max(1, elements // (min_part or MIN_PART_ELEMENTS)))
 
 
 def for_parts(xp, fn, n, elements, min_part=None):
@@ -102,8 +115,28 @@ def for_parts(xp, fn, n, elements, min_part=None):
     for device arrays or when ``elements`` (the work's size) is too small to be worth it
     (parts of fewer than ``min_part`` elements, MIN_PART_ELEMENTS unless given: larger for
     cheaper work per element)."""
-    parts = min(num_threads(), n, max(1, elements // (min_part or MIN_PART_ELEMENTS)))
+    parts = _parts(n, elements, min_part)
     if xp is not numpy or parts <= 1:
         fn(0, n)
         return
     _pool.run(fn, [n * i // parts for i in range(parts + 1)])
+
+
+def for_native(driver, n, elements, *args, min_part=None):
+    """``driver(bounds, *args)`` (a compiled kernel's parts: kernels/jit.py's ``parallel``) over
+    consecutive parts of range(n), as ``for_parts`` splits them: each part the serial driver on
+    this module's pool (compiled code without the GIL), or with CAFFECLI_NATIVE_THREADS=1 all of
+    them at once on numba's own threads (see NATIVE). Host arrays only."""
+    from .jit import parallel, use_threads
+    parts = _parts(n, elements, min_part)
+    if parts > 1 and NATIVE and _native[0] and _pool.busy.acquire(blocking=False):
+        try:
+            threaded = parallel(driver, threaded=True)
+            use_threads(parts)   # one part a thread: no thread woken for nothing
+            threaded(numpy.array([n * i // parts for i in range(parts + 1)], numpy.int64), *args)
+        finally:
+            _pool.busy.release()
+        return
+    serial = parallel(driver)
+    for_parts(numpy, lambda a, b: serial(numpy.array([a, b], numpy.int64), *args), n, elements,
+              min_part)

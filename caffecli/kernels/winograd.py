@@ -13,9 +13,9 @@ this path and ``engine: CAFFE`` keeps Caffe's im2col arithmetic.
 """
 import numpy
 
-from .jit import kernel
 from .gemm import gemm, gemm_stack
-from .threads import for_parts
+from .jit import prange
+from .threads import for_native
 
 
 def _input_tiles(x, pad_h, pad_w, th, tw, c0, c1, v):
@@ -137,6 +137,21 @@ def _filter_matrix(dtype):
     return numpy.kron(g, g)
 
 
+def _input_parts(bounds, x, pad_h, pad_w, th, tw, v):
+    for p in prange(bounds.size - 1):
+        _input_tiles(x, pad_h, pad_w, th, tw, bounds[p], bounds[p + 1], v)
+
+
+def _output_parts(bounds, m, th, tw, y):
+    for p in prange(bounds.size - 1):
+        _output_tiles(m, th, tw, bounds[p], bounds[p + 1], y)
+
+
+def _gradient_parts(bounds, dy, th, tw, e):
+    for p in prange(bounds.size - 1):
+        _gradient_tiles(dy, th, tw, bounds[p], bounds[p + 1], e)
+
+
 def filter_transform(g, u, flipped=False):
     """u (16, K, C) = G g G^T of 3x3 filters g (K, C, 3, 3) in the tile positions' order, as
     one GEMM; ``flipped``: of the filters turned by 180 degrees (the input gradient's)."""
@@ -148,9 +163,8 @@ def filter_transform(g, u, flipped=False):
 
 
 def input_tiles(x, pad, tile_hw, v):
-    """v (16, C, n * tiles) = B^T d B of x's tiles, on every core (split by channel)."""
-    for_parts(numpy, lambda c0, c1: kernel(_input_tiles)(x, pad[0], pad[1], *tile_hw, c0, c1,
-                                                         v), x.shape[1], v.size)
+    """v (16, C, n * tiles) = B^T d B of x's tiles, split by channel on numba's threads."""
+    for_native(_input_parts, x.shape[1], v.size, x, pad[0], pad[1], *tile_hw, v)
     return v
 
 
@@ -158,13 +172,13 @@ def convolve(x, u, pad, group, v, m, y):
     """y (n, K, oh, ow) = the 3x3 stride-1 convolution of x (n, C, H, W) padded by ``pad``,
     whose filters' transforms are ``u`` (16 * group, K / group, C / group: a GEMM operand, any
     order); v (16, C, P) and m (16, K, P) are work buffers, P = n * tiles. Transforms run on
-    every core, split by channel."""
+    every core (numba's threads), split by channel."""
     n, c, k = x.shape[0], x.shape[1], y.shape[1]
     tile_hw = tiles(y.shape[2:])
     p = n * tile_hw[0] * tile_hw[1]
     input_tiles(x, pad, tile_hw, v)
     gemm_stack(numpy, u, v.reshape(16 * group, c // group, p), m.reshape(16 * group, k // group, p))
-    for_parts(numpy, lambda k0, k1: kernel(_output_tiles)(m, *tile_hw, k0, k1, y), k, m.size)
+    for_native(_output_parts, k, m.size, m, *tile_hw, y)
     return y
 
 
@@ -177,7 +191,7 @@ def weight_gradient(v, dy, group, e, w_hat, wdiff):
     k, p = dy.shape[1], v.shape[2]
     c = v.shape[1]
     tile_hw = tiles(dy.shape[2:])
-    for_parts(numpy, lambda k0, k1: kernel(_gradient_tiles)(dy, *tile_hw, k0, k1, e), k, e.size)
+    for_native(_gradient_parts, k, e.size, dy, *tile_hw, e)
     gemm_stack(numpy, e.reshape(16 * group, k // group, p),
                v.reshape(16 * group, c // group, p).transpose(0, 2, 1),
                w_hat.reshape(16 * group, k // group, c // group))

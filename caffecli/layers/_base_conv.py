@@ -1,7 +1,6 @@
 """What Convolution and Deconvolution share (Caffe's base_conv_layer): geometry, the column
 buffer and the grouped GEMMs.
 """
-import functools
 
 import numpy
 
@@ -145,9 +144,10 @@ class ColumnMaker:
             return col
         shape = (self.channels,) + tuple(self.kernel) + (n,) + tuple(self.grid_shape)
         col = self.column_buffer(xp, shape, x.dtype)
-        if not self.phased and len(self.kernel) == 2 and jit.usable(x, col):
-            self.last_col = self._compiled(im2col_jit.im2col, x, col, n)
-            return self.last_col
+        if not self.subsample and len(self.kernel) == 2 and jit.usable(x, col):
+            im2col_jit.im2col(x, self.stride, self.dilation, self.pad, self._split_by_image(n), col)
+            self.last_col = col
+            return col
         if self.subsample:
             lattice = self._lattice(x)
             cols = col.reshape(lattice.shape)
@@ -184,8 +184,9 @@ class ColumnMaker:
                           xp.ascontiguousarray(col), *self._kernel_args(n), out)
             return out
         if len(self.kernel) == 2 and not self.subsample and jit.usable(col, out):
-            return self._compiled(functools.partial(im2col_jit.col2im, stride=self.stride),
-                                  col, out, n)
+            im2col_jit.col2im(col, self.stride, self.dilation, self.pad,
+                              self._split_by_image(n), out)
+            return out
         if self.subsample:   # zeros, and each column added to its zero (-0.0 becomes 0.0)
             lattice = self._lattice(out)
             cols = col.reshape(lattice.shape)
@@ -217,13 +218,16 @@ class ColumnMaker:
         self._split(xp, part, n, col.size)
         return out
 
+    def _split_by_image(self, n):
+        """Whether a split goes by images, with every channel, rather than by channels: where
+        there are fewer than four channels a thread and more images than channels (LeNet's,
+        CIFAR-10's and an RGB net's conv1: three channels would keep three threads busy at
+        most). Every value is computed alike in any part, so the bits do not depend on it."""
+        return self.channels < 4 * num_threads() and n > self.channels
+
     def _split(self, xp, part, n, size):
-        """part((c0, c1), (n0, n1)) over the threads: ranges of channels with every image, or
-        of images with every channel where there are fewer than four channels a thread and
-        more images than channels (LeNet's, CIFAR-10's and an RGB net's conv1: three channels
-        would keep three threads busy at most). Every value is computed alike in any part, so
-        the bits do not depend on the split."""
-        by_image = self.channels < 4 * num_threads() and n > self.channels
+        """part((c0, c1), (n0, n1)) over the threads, by images or by channels (_split_by_image)."""
+        by_image = self._split_by_image(n)
         every_c, every_n = (0, self.channels), (0, n)
         for_parts(xp, lambda a, b: part(every_c, (a, b)) if by_image
                   else part((a, b), every_n), n if by_image else self.channels, size)
@@ -233,14 +237,6 @@ class ColumnMaker:
         strided 1x1 kernel reads."""
         return self._images_second(a)[(slice(None),) * 2 + tuple(
             slice(0, g * s, s) for g, s in zip(self.grid_shape, self.stride))]
-
-    def _compiled(self, loops, source, target, n):
-        """2-D im2col (stride 1) or col2im by kernels/im2col_jit.py (``loops``), split across
-        threads as ``_split`` splits."""
-        self._split(numpy, lambda c, m: loops(source, self.dilation, self.pad, c, m, target), n,
-                    max(source.size, target.size))   # the columns
-        return target
-
 
 class BaseConvolutionLayer(Layer):
     """Shared set-up of Convolution and Deconvolution (parameters, shapes, checks)."""

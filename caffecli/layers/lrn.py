@@ -69,16 +69,16 @@ class LRNLayer(Layer):
             self.powed = self.scratch("powed", x.shape, x.dtype) if compiled else None
 
             def part(a, b):
-                if compiled:
-                    lrn_jit.forward(x[a:b], self.size, self.alpha, self.beta, self.k,
-                                    self.scale[a:b], self.powed[a:b], y[a:b])
-                    return
                 xa, scale = x[a:b], self.scale[a:b]
                 self._channel_window_sum(xa * xa, scale)
                 scale *= dt(self.alpha / self.size)
                 scale += dt(self.k)
                 y[a:b] = xa * xp.power(scale, dt(-self.beta))
-            for_parts(xp, part, x.shape[0], x.size)
+            if compiled:
+                lrn_jit.forward(x, self.size, self.alpha, self.beta, self.k, self.scale,
+                                self.powed, y)
+            else:
+                for_parts(xp, part, x.shape[0], x.size)
             if in_place:   # Caffe writes scale^-beta over the input, then multiplies by it
                 powed = xp.power(self.scale, dt(-self.beta))
                 xp.multiply(powed, powed, out=top[0].data)
@@ -139,16 +139,16 @@ class LRNLayer(Layer):
             compiled = self.powed is not None and compiled_usable(x, y, dy, self.scale, dx)
 
             def part(a, b):
-                if compiled:
-                    lrn_jit.backward(x[a:b], y[a:b], dy[a:b], self.scale[a:b], self.powed[a:b],
-                                     self.size, self.alpha, self.beta, dx[a:b])
-                    return
                 scale = self.scale[a:b]
                 ratio = dy[a:b] * y[a:b] / scale
                 accum = self._channel_window_sum(ratio, ratio)
                 dx[a:b] = (dy[a:b] * xp.power(scale, dt(-self.beta))
                            - dt(2 * self.alpha * self.beta / self.size) * x[a:b] * accum)
-            for_parts(xp, part, x.shape[0], x.size)
+            if compiled:
+                lrn_jit.backward(x, y, dy, self.scale, self.powed, self.size, self.alpha,
+                                 self.beta, dx)
+            else:
+                for_parts(xp, part, x.shape[0], x.size)
         else:
             d_pool = (dy * x) * (dt(-self.beta * self.alpha) * self.power / self.base)
             d_sq = ave_pool_backward(xp, d_pool, self.geo, x.dtype)

@@ -114,18 +114,18 @@ class PoolingLayer(Layer):
         compiled = compiled_usable(x, y)
 
         def part(a, b):
-            if compiled:
-                if pool == PP.AVE:
-                    pooling_jit.ave_pool(x[a:b], self.geo, y[a:b])
-                else:
-                    pooling_jit.max_pool(x[a:b], self.geo, y[a:b], self.arg[a:b])
-            elif pool == PP.AVE:
+            if pool == PP.AVE:
                 y[a:b] = ave_pool(xp, x[a:b], self.geo)
             else:
                 y[a:b], self.arg[a:b] = max_pool(xp, x[a:b], self.geo)
-            if mask is not None:
-                mask[a:b] = self.geo.caffe_index(xp, self.arg[a:b])
-        for_parts(xp, part, x.shape[0], x.size)
+        if not compiled:
+            for_parts(xp, part, x.shape[0], x.size)
+        elif pool == PP.AVE:
+            pooling_jit.ave_pool(x, self.geo, y)
+        else:
+            pooling_jit.max_pool(x, self.geo, y, self.arg)
+        if mask is not None:
+            mask[...] = self.geo.caffe_index(xp, self.arg)
 
     def _kernel_geometry(self):
         """The geometry arguments of kernels/cuda/pooling.cu, after the data pointer."""
@@ -178,15 +178,15 @@ class PoolingLayer(Layer):
         compiled = compiled_usable(dtop, dx)   # STOCHASTIC's winners are MAX's kind
 
         def part(a, b):
-            if compiled:
-                if pool == PP.AVE:
-                    pooling_jit.ave_pool_backward(dtop[a:b], self.geo, dx[a:b])
-                else:
-                    pooling_jit.max_pool_backward(dtop[a:b], self.arg[a:b], self.geo, dx[a:b])
-            elif pool == PP.AVE:
+            if pool == PP.AVE:
                 dx[a:b] = ave_pool_backward(xp, dtop[a:b], self.geo, dtop.dtype)
             else:
                 dx[a:b] = max_pool_backward(xp, dtop[a:b], self.arg[a:b], self.geo, dtop.dtype)
-        for_parts(xp, part, dx.shape[0], dx.size)
+        if not compiled:
+            for_parts(xp, part, dx.shape[0], dx.size)
+        elif pool == PP.AVE:
+            pooling_jit.ave_pool_backward(dtop, self.geo, dx)
+        else:
+            pooling_jit.max_pool_backward(dtop, self.arg, self.geo, dx)
         if pool == PP.MAX and (xp is numpy or self.geo.empty_windows):
             spill_empty_windows(xp, dtop, self.arg, dx, data_dependent=xp is numpy)

@@ -17,10 +17,7 @@ class ReLULayer(NeuronLayer):
         slope = x.dtype.type(self.layer_param.relu_param.negative_slope)
         xf, yf = x.reshape(-1), top[0].data.reshape(-1)
         if jit.usable(x, top[0].data):
-            same = top[0] is bottom[0]
-            for_parts(self.xp, lambda a, b: relu_jit.forward(xf[a:b], slope,
-                                                             None if same else yf[a:b]),
-                      xf.size, xf.size, jit.PASS_MIN_PART)
+            relu_jit.forward(xf, slope, None if top[0] is bottom[0] else yf)
         elif slope:
             top[0].data[...] = self.xp.maximum(x, 0) + slope * self.xp.minimum(x, 0)
         else:
@@ -35,10 +32,7 @@ class ReLULayer(NeuronLayer):
         slope = x.dtype.type(self.layer_param.relu_param.negative_slope)
         xf, dyf, dxf = x.reshape(-1), dy.reshape(-1), bottom[0].diff.reshape(-1)
         if jit.usable(x, dy, bottom[0].diff):
-            same = top[0] is bottom[0]
-            for_parts(self.xp, lambda a, b: relu_jit.backward(xf[a:b], dyf[a:b], slope,
-                                                              None if same else dxf[a:b]),
-                      xf.size, xf.size, jit.PASS_MIN_PART)
+            relu_jit.backward(xf, dyf, slope, None if top[0] is bottom[0] else dxf)
             return
 
         def part(a, b):
