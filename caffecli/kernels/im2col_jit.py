@@ -152,35 +152,37 @@ def _col2im_phased(col, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, x):
                         row[ix0 + j * sw] = inside[j]
 
 
-def _im2col_parts(bounds, by_image, x, sh, sw, dh, dw, ph, pw, col):
-    for p in prange(bounds.size - 1):
-        a, b = bounds[p], bounds[p + 1]
-        c0, c1, n0, n1 = (0, col.shape[0], a, b) if by_image else (a, b, 0, col.shape[3])
-        if sh == 1 and sw == 1:
-            _im2col(x, dh, dw, ph, pw, c0, c1, n0, n1, col)
-        else:
-            _im2col_strided(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col)
+def _parts_for(name, plain, strided):
+    """A driver over a split's parts (threads.for_native) of a column kernel: ``plain`` for
+    stride 1, ``strided`` otherwise (both take source, geometry, channel and image ranges,
+    target); each part a range of images with every channel, or of channels with every image."""
+    def parts(bounds, by_image, channels, images, source, sh, sw, dh, dw, ph, pw, target):
+        for p in prange(bounds.size - 1):
+            a, b = bounds[p], bounds[p + 1]
+            c0, c1, n0, n1 = (0, channels, a, b) if by_image else (a, b, 0, images)
+            if sh == 1 and sw == 1:
+                plain(source, dh, dw, ph, pw, c0, c1, n0, n1, target)
+            else:
+                strided(source, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, target)
+    parts.__name__ = parts.__qualname__ = name   # numba's cache files it by name
+    return parts
 
 
-def _col2im_parts(bounds, by_image, col, sh, sw, dh, dw, ph, pw, x):
-    for p in prange(bounds.size - 1):
-        a, b = bounds[p], bounds[p + 1]
-        c0, c1, n0, n1 = (0, col.shape[0], a, b) if by_image else (a, b, 0, col.shape[3])
-        if sh == 1 and sw == 1:
-            _col2im(col, dh, dw, ph, pw, c0, c1, n0, n1, x)
-        else:
-            _col2im_phased(col, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, x)
+_IM2COL_PARTS = _parts_for("_im2col_parts", _im2col, _im2col_strided)
+_COL2IM_PARTS = _parts_for("_col2im_parts", _col2im, _col2im_phased)
 
 
 def im2col(x, stride, dilation, pad, by_image, col):
     """col (C, kh, kw, N, oh, ow) = im2col of x (N, C, H, W), split across the threads by images
     (``by_image``) or by channels."""
-    for_native(_im2col_parts, x.shape[0] if by_image else x.shape[1], col.size, by_image, x,
-               *stride, *dilation, *pad, col)
+    n, c = x.shape[:2]
+    for_native(_IM2COL_PARTS, n if by_image else c, col.size, by_image, c, n, x, *stride,
+               *dilation, *pad, col)
 
 
 def col2im(col, stride, dilation, pad, by_image, out):
     """out (N, C, H, W) = col2im of col (C, kh, kw, N, oh, ow), any stride, split across the
     threads by images (``by_image``) or by channels."""
-    for_native(_col2im_parts, out.shape[0] if by_image else out.shape[1],
-               max(col.size, out.size), by_image, col, *stride, *dilation, *pad, out)
+    n, c = out.shape[:2]
+    for_native(_COL2IM_PARTS, n if by_image else c, max(col.size, out.size), by_image, c, n, col,
+               *stride, *dilation, *pad, out)
