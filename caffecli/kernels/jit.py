@@ -109,7 +109,5 @@ def _choose_threading_layer():
 
 def use_threads(n):
     """Run this thread's next parallel driver on ``n`` of numba's threads (at most as many as
-    it started); returns how many that is."""
-    n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
-    numba.set_num_threads(n)
-    return n
+    it started)."""
+    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))

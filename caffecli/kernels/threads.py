@@ -128,8 +128,8 @@ def for_native(driver, n, elements, *args, min_part=None):
     this module's pool (compiled code without the GIL), or with CAFFECLI_NATIVE_THREADS=1 all of
     them at once on numba's own threads (see NATIVE). Host arrays only."""
     from .jit import parallel, use_threads
-    parts = _parts(n, elements, min_part)
-    if parts > 1 and NATIVE and _native[0] and _pool.busy.acquire(blocking=False):
+    parts = _parts(n, elements, min_part) if NATIVE and _native[0] else 1
+    if parts > 1 and _pool.busy.acquire(blocking=False):
         try:
             threaded = parallel(driver, threaded=True)
             use_threads(parts)   # one part a thread: no thread woken for nothing
