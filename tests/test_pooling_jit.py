@@ -12,6 +12,8 @@ GEOMETRIES = [  # kernel, stride, pad, input (h, w), ceil rounding
     ((3, 3), (2, 2), (0, 0), (13, 13), True),      # CaffeNet's pools (ceil: a partial window)
     ((2, 2), (2, 2), (0, 0), (24, 24), True),      # LeNet's
     ((3, 3), (1, 1), (1, 1), (7, 9), True),        # GoogLeNet's stride-1 padded pools
+    ((3, 3), (2, 2), (1, 1), (12, 11), True),      # a padded stride-2 pool (ResNet's kind)
+    ((2, 2), (2, 2), (0, 0), (7, 6), True),        # LeNet's kind, the last window partial
     ((3, 2), (2, 3), (1, 1), (8, 10), False),      # uneven, floor rounding
     ((5, 5), (1, 1), (0, 0), (5, 5), True),        # global
     ((1, 1), (2, 2), (0, 0), (4, 9), True),        # ceil rounding adds a window past the
@@ -24,6 +26,8 @@ def test_compiled_pooling_matches_the_reference(kernel, stride, pad, hw, ceil, d
     rs = numpy.random.RandomState(3)
     x = rs.randn(2, 3, *hw).astype(dtype)
     x[0, 0, :2, :2] = 1.5                           # ties: the first maximum wins
+    x[1, 1, 1, :] = numpy.nan                       # never a maximum, as in Caffe's loops
+    x[1, 2, :3] = -numpy.inf                        # windows of -inf alone give -FLT_MAX, -1
     geo = PoolGeometry(kernel, stride, pad, hw, ceil_mode=ceil)
     shape = x.shape[:2] + tuple(geo.out_hw)
     dtop = rs.randn(*shape).astype(dtype)
@@ -39,7 +43,8 @@ def test_compiled_pooling_matches_the_reference(kernel, stride, pad, hw, ceil, d
                                   rtol=1e-6, atol=1e-6)
 
     pooling_jit.ave_pool(x, geo, top)
-    numpy.testing.assert_allclose(top, pooling.ave_pool(numpy, x, geo), rtol=1e-6, atol=1e-6)
+    numpy.testing.assert_allclose(top, pooling.ave_pool(numpy, x, geo), rtol=1e-6, atol=1e-6,
+                                  equal_nan=True)
     dx[...] = numpy.nan
     pooling_jit.ave_pool_backward(dtop, geo, dx)
     numpy.testing.assert_allclose(dx, pooling.ave_pool_backward(numpy, dtop, geo, dtype),

@@ -131,8 +131,9 @@ def _fail(owner, message):
 def max_pool(xp, x, geo):
     """MAX forward: (top, winning offset index per output, -1 where the window is empty).
 
-    Branch-free updates (compare, maximum, integer blend): random masks would be slow.
-    """
+    Branch-free updates (compare, masked copy, integer blend): random masks would be slow. A
+    value replaces the maximum only where it is greater, as in Caffe's loops: NaN never wins,
+    and of two equal values (0.0 and -0.0 too) the first stays."""
     buf = geo.padded_copy(xp, x, -numpy.inf)
     shape = x.shape[:2] + tuple(geo.out_hw)
     top = xp.full(shape, -FLT_MAX, dtype=x.dtype)
@@ -143,7 +144,7 @@ def max_pool(xp, x, geo):
     for idx, sl in geo.offsets():
         v[...] = buf[sl]
         xp.greater(v, top, out=better)
-        xp.maximum(top, v, out=top)
+        xp.copyto(top, v, where=better)
         xp.subtract(arg, idx, out=step)
         step *= better
         arg -= step  # arg = idx where better

@@ -14,53 +14,121 @@ from .threads import for_native
 FLT_MAX = float(numpy.finfo(numpy.float32).max)
 
 
-def _max_forward_for(square):
+def _max_forward_for(square, step=0, pad=0):
     """MAX pooling's forward loops; with ``square`` (a window side known when it compiles) the
     loops over a window inside the image have constant trip counts and unroll: 2-2.4x
-    faster on LeNet's 2x2 and CaffeNet's and GoogLeNet's 3x3 windows (2 cores)."""
+    faster on LeNet's 2x2 and CaffeNet's and GoogLeNet's 3x3 windows (2 cores). With a
+    ``step`` and ``pad`` (stride and padding, known too) the windows inside the image are
+    compared in flat loops over row views, which LLVM vectorizes: 2-4x faster again (LeNet's
+    pool1 0.39 -> 0.11 ms one thread). The same comparisons in the same order, so the same
+    maxima and winners."""
     def max_forward(x, kh, kw, sh, sw, ph, pw, top, arg):
         if square:
             kh = square
             kw = square
+        if step:
+            sh = step
+            sw = step
+            ph = pad
+            pw = pad
         n, c, h, w = x.shape
         oh, ow = top.shape[2], top.shape[3]
+        lowest = x.dtype.type(-FLT_MAX)   # in the data's type: float64 compares vectorize worse
+        # the outputs whose windows lie inside the image: rows y0..y1, columns q0..q1 (each
+        # index a constant plus a loop's count, which LLVM sees is never negative: no wrap)
+        y0, q0 = -(-ph // sh), -(-pw // sw)
+        y1, q1 = min((h - kh + ph) // sh + 1, oh), min((w - kw + pw) // sw + 1, ow)
+        if not step:
+            y1 = y0
         for i in range(n):
             for j in range(c):
+                for y in range(y0, y1):
+                    r0, r1 = x[i, j, y * sh - ph], x[i, j, y * sh - ph + 1]
+                    r2 = x[i, j, y * sh - ph + kh - 1]    # a 3x3 window's third row
+                    maxima, winners = top[i, j, y], arg[i, j, y]
+                    for q in range(q0, q1):
+                        e = q * sw - pw
+                        best = lowest
+                        won = -1
+                        if r0[e] > best:
+                            best = r0[e]
+                            won = 0
+                        if r0[e + 1] > best:
+                            best = r0[e + 1]
+                            won = 1
+                        if kw == 3 and r0[e + 2] > best:
+                            best = r0[e + 2]
+                            won = 2
+                        if r1[e] > best:
+                            best = r1[e]
+                            won = kw
+                        if r1[e + 1] > best:
+                            best = r1[e + 1]
+                            won = kw + 1
+                        if kw == 3:
+                            if r1[e + 2] > best:
+                                best = r1[e + 2]
+                                won = 5
+                            if r2[e] > best:
+                                best = r2[e]
+                                won = 6
+                            if r2[e + 1] > best:
+                                best = r2[e + 1]
+                                won = 7
+                            if r2[e + 2] > best:
+                                best = r2[e + 2]
+                                won = 8
+                        maxima[q] = best
+                        winners[q] = won
                 img = x[i, j]
                 for y in range(oh):
-                    y0 = y * sh - ph
-                    for q in range(ow):
+                    # the other outputs: columns 0..left and right..ow of a row done above,
+                    # every column of the others
+                    left, right = ow, ow
+                    if y0 <= y < y1:
+                        left = min(q0, ow)
+                        right = max(q1, left)
+                    for q in range(left + ow - right):
+                        if q >= left:
+                            q += right - left
+                        top_y = y * sh - ph
                         x0 = q * sw - pw
-                        best = -FLT_MAX
+                        best = lowest
                         won = -1
-                        if y0 >= 0 and x0 >= 0 and y0 + kh <= h and x0 + kw <= w:
+                        if top_y >= 0 and x0 >= 0 and top_y + kh <= h and x0 + kw <= w:
                             for a in range(kh):          # inside: no bounds to clip
                                 for b in range(kw):
-                                    if img[y0 + a, x0 + b] > best:
-                                        best = img[y0 + a, x0 + b]
+                                    if img[top_y + a, x0 + b] > best:
+                                        best = img[top_y + a, x0 + b]
                                         won = a * kw + b
                         else:
-                            for a in range(max(y0, 0), min(y0 + kh, h)):
+                            for a in range(max(top_y, 0), min(top_y + kh, h)):
                                 for b in range(max(x0, 0), min(x0 + kw, w)):
                                     if img[a, b] > best:
                                         best = img[a, b]
-                                        won = (a - y0) * kw + (b - x0)
+                                        won = (a - top_y) * kw + (b - x0)
                         top[i, j, y, q] = best
                         arg[i, j, y, q] = won
     return max_forward
 
 
-def _by_window(make):
-    """{window side: make(side)} for 0 (any size) and the sides compiled as constants, each
-    named apart so that numba's cache keeps one entry per size."""
+# (side, stride, pad) of the MAX pools whose rows vectorize: LeNet's and VGG's 2x2, the 3x3
+# stride-2 pools of CaffeNet, GoogLeNet and ResNet, GoogLeNet's 3x3 stride-1 inception pools
+STEPPED = ((2, 2, 0), (3, 2, 0), (3, 2, 1), (3, 1, 1))
+
+
+def _by_window(make, stepped=False):
+    """{(window side, stride, pad): loops} for side 0 (any size) and the sides compiled as
+    constants, any stride and pad (key 0, 0), and with ``stepped`` the STEPPED triples too,
+    each named apart so that numba's cache keeps one entry per kind."""
     loops = {}
-    for square in (0, 2, 3):
-        loops[square] = make(square)
-        loops[square].__qualname__ = "%s_%d" % (loops[square].__name__, square)
+    for key in ((0, 0, 0), (2, 0, 0), (3, 0, 0)) + (STEPPED if stepped else ()):
+        loops[key] = make(*key) if stepped else make(key[0])
+        loops[key].__qualname__ = "%s_%d_%d_%d" % ((loops[key].__name__,) + key)
     return loops
 
 
-_MAX_FORWARD = _by_window(_max_forward_for)
+_MAX_FORWARD = _by_window(_max_forward_for, stepped=True)
 
 
 def _max_backward_for(square):
@@ -146,9 +214,12 @@ _AVE_FORWARD = _by_window(_ave_forward_for)
 
 
 def _for_window(loops, geo):
-    """The loops compiled for this window's size, where there are such, else the general."""
-    kh, kw = geo.kernel
-    return loops.get(kh if kh == kw else 0, loops[0])
+    """The loops compiled for this window's size, stride and pad, else for its size, else the
+    general."""
+    (kh, kw), (sh, sw), (ph, pw) = geo.kernel, geo.stride, geo.pad
+    square = kh if kh == kw else 0
+    return (loops.get((square, sh, ph) if sh == sw and ph == pw else None)
+            or loops.get((square, 0, 0)) or loops[0, 0, 0])
 
 
 def _geometry(geo):
@@ -160,9 +231,9 @@ def _parts_for(name, loops, make):
     """{window side: a driver over images (threads.for_native) of ``loops``' kernel for it},
     named apart for numba's cache as the kernels are."""
     drivers = {}
-    for square, loop in loops.items():
-        drivers[square] = make(loop)
-        drivers[square].__qualname__ = "%s_parts_%d" % (name, square)
+    for key, loop in loops.items():
+        drivers[key] = make(loop)
+        drivers[key].__qualname__ = "%s_parts_%d_%d_%d" % ((name,) + key)
     return drivers
 
 
