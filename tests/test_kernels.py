@@ -305,6 +305,46 @@ def test_few_rows_times_a_large_matrix_stream_it(dtype, rows, outputs, monkeypat
     assert len(calls) == 4
 
 
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("rows,outputs", [(4, 9), (5, 16), (20, 25), (13, 6)])
+def test_weight_gradient_sums_add_into_the_diff(dtype, rows, outputs, monkeypatch):
+    """diff += dy @ col.T over a long inner dimension (a convolution's weight gradient over a
+    batch: kernels/skinny_jit.py's dot products): the diff's old values plus the product, to
+    rounding, the same bits at 1, 2 and 3 threads, and BLAS not called."""
+    from caffecli.kernels import gemm as gemm_mod
+    monkeypatch.setattr(skinny_jit, "MIN_SUMS_INNER", 100)
+    monkeypatch.setattr(skinny_jit, "CHUNK", 256)       # several chunks, a ragged last one
+    monkeypatch.setattr(gemm_mod, "_host_gemm", lambda *a: 1 / 0)   # not BLAS
+    monkeypatch.setattr(skinny_jit, "for_parts", functools.partial(threads_mod.for_parts,
+                                                                   min_part=1))
+    dy = numpy.asarray(R.randn(rows, 700), dtype)
+    col = numpy.asarray(R.randn(outputs, 700), dtype)
+    start = numpy.asarray(R.randn(rows, outputs), dtype)
+    results = []
+    for threads in ("1", "2", "3"):
+        monkeypatch.setenv("OMP_NUM_THREADS", threads)
+        diff = start.copy()
+        assert gemm(numpy, dy, col.T, diff, accumulate=True) is diff
+        results.append(diff)
+    want = start + dy.astype(numpy.float64) @ col.T.astype(numpy.float64)
+    tol = 1e-4 if dtype == numpy.float32 else 1e-12
+    numpy.testing.assert_allclose(results[0], want, rtol=tol, atol=tol)
+    assert len({r.tobytes() for r in results}) == 1
+
+
+def test_weight_gradient_sums_only_where_they_pay():
+    dy, col = numpy.ones((64, 2048), numpy.float32), numpy.ones((500, 2048), numpy.float32)
+    diff = numpy.zeros((64, 500), numpy.float32)
+    assert skinny_jit.applies_sums(dy, col.T, diff) == jit.usable(dy)
+    assert not skinny_jit.applies_sums(numpy.ones((65, 2048), numpy.float32), col.T,
+                                       numpy.zeros((65, 500), numpy.float32))  # many rows
+    assert not skinny_jit.applies_sums(dy[:, :1000], col[:, :1000].T, diff)   # short sums
+    assert not skinny_jit.applies_sums(dy, numpy.ones((2048, 600), numpy.float32),
+                                       numpy.zeros((64, 600), numpy.float32))  # out too big
+    assert not skinny_jit.applies_sums(dy, numpy.ones((2048, 500), numpy.float32), diff)
+
+
 def test_skinny_products_only_where_they_pay(monkeypatch):
     monkeypatch.setattr(skinny_jit, "MIN_WEIGHTS", 100)
     a, w = numpy.ones((16, 10), numpy.float32), numpy.ones((12, 10), numpy.float32)

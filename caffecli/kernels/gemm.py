@@ -5,8 +5,9 @@ Fortran-ordered operands over as they are): on the 2-core EPYC its OpenBLAS buil
 LeNet's skinny products 1.5x as fast as scipy's (50x500 @ 500x4096: 37 vs 23 GFLOP/s) and the
 large ones as fast or faster. A product accumulated into a diff goes to scipy's sgemm/dgemm with
 beta 1, in place with no product-sized temporary, except where the diff is small and the inner
-dimension long (a convolution's weight gradient over a whole batch): there numpy's product plus
-an add is the faster (LeNet conv2 50x4096 @ 4096x500: 38 vs 26 GFLOP/s), the temporary is at
+dimension long (a convolution's weight gradient over a whole batch): there kernels/skinny_jit.py's
+dot products add into it where it has at most 32768 values, else numpy's product plus an add is
+the faster (LeNet conv2 50x4096 @ 4096x500: 38 vs 26 GFLOP/s), the temporary is at
 most ``SMALL_OUT`` values, and it is computed transposed where that makes it taller than wide.
 On the device the same goes to cuBLAS through cupy's ``cupy.cublas.gemm`` (beta 0 or 1 on the
 output, C- or Fortran-ordered operands as they are), and while a CUDA graph captures to the
@@ -95,6 +96,8 @@ def gemm(xp, a, b, out, accumulate=False):
             if not accumulate:
                 out[...] = 0
             return out
+        if xp is numpy and accumulate and skinny_jit.applies_sums(a, b, out):
+            return skinny_jit.product(a, b, out, accumulate=True)
         if xp is numpy and not accumulate:
             if skinny_jit.applies(a, b, out):
                 return skinny_jit.product(a, b, out)

@@ -15,6 +15,11 @@ input gradient adds four rows of ``w`` into every row of the output over chunks 
 columns that stay in L1, and sums each GROUP rows of ``w`` apart before adding them to the
 total, so its rounding is no worse than BLAS's. Both sum in the data's type, as BLAS does.
 
+The forward's loops also add a convolution's weight gradient over a batch, diff += dy @ col.T:
+few outputs, each a sum thousands long, where OpenBLAS keeps few of its vector lanes busy
+(LeNet's conv1, 20 x 25 sums 36864 long: 1.1 -> 0.32 ms on the 2-core EPYC; conv2 50 x 500 x
+4096: 1.8 -> 1.0 ms; GoogLeNet's and ResNet-50's reduce layers 5-30% faster, up to 64 x 512).
+
 Each thread takes whole rows of ``w`` (forward, ranges starting at multiples of four) or whole
 chunks of columns (input gradient), and every output is summed by the same code wherever the
 split falls: the result does not depend on the thread count.
@@ -34,19 +39,24 @@ ROWS_CHUNK = 1024      # input gradient: columns per chunk (4 rows of w, the par
                        # where the threads would otherwise not all get one (the bits do not
                        # depend on it: each column sums the rows of w in the same order)
 GROUP = 256            # rows of w summed apart in the input gradient
+MAX_SUMS = 1 << 15     # weight gradients: most values out (LeNet's conv2 50 x 500: 1.8 -> 1.0
+MAX_ROWS_SUMS = 64     # ms against OpenBLAS on 2 cores; GoogLeNet's 128 x 512 are level, its
+MIN_SUMS_INNER = 1024  # sums 490 long 1.3x slower and its conv1's, 125440 long, 1.2x)
+MAX_SUMS_INNER = 1 << 16
 
 
-def _dots(a, w, o0, o1, out, zero, chunk):
-    """out[:, o] = a @ w[o] for o0 <= o < o1, column chunk by chunk: five or four rows of a by
-    four rows of w where there are four of w (the fives first, as many as leave a multiple of
-    four), one row of a by four of w for the rows left."""
+def _dots(a, w, o0, o1, out, zero, chunk, accumulate):
+    """out[:, o] = a @ w[o] (``accumulate``: out[:, o] += ...) for o0 <= o < o1, column chunk
+    by chunk: five or four rows of a by four rows of w where there are four of w (the fives
+    first, as many as leave a multiple of four), one row of a by four of w for the rows left."""
     m, k = a.shape
     fives = m // 5
     while fives and (m - 5 * fives) % 4:
         fives -= 1
-    for i in range(m):
-        for o in range(o0, o1):
-            out[i, o] = zero
+    if not accumulate:
+        for i in range(m):
+            for o in range(o0, o1):
+                out[i, o] = zero
     for s0 in range(0, k, chunk):
         n = min(chunk, k - s0)
         o = o0
@@ -224,15 +234,26 @@ def applies_rows(a, b, out):
             and jit.usable(a, b, out))
 
 
-def product(a, b, out):
-    """out = a @ b for ``applies`` operands, the rows of b.T split across threads."""
+def applies_sums(a, b, out):
+    """Whether out += a @ b goes to ``product``: a weight gradient's few sums over a long inner
+    dimension (at most MAX_SUMS values out of at most MAX_ROWS_SUMS C-ordered rows of a,
+    MIN_SUMS_INNER to MAX_SUMS_INNER long; b the transpose of a C-ordered matrix, one float
+    dtype)."""
+    return (a.ndim == 2 and 0 < a.shape[0] <= MAX_ROWS_SUMS and out.size <= MAX_SUMS
+            and MIN_SUMS_INNER <= a.shape[1] <= MAX_SUMS_INNER and a.dtype == b.dtype == out.dtype
+            and b.T.flags.c_contiguous and jit.usable(a, b.T, out))
+
+
+def product(a, b, out, accumulate=False):
+    """out = a @ b (``accumulate``: out += a @ b) for ``applies`` or ``applies_sums`` operands,
+    the rows of b.T split across threads."""
     w, n = b.T, out.shape[1]
     dots = kernel(_dots, fastmath={"reassoc", "contract"})
     zero = out.dtype.type(0)
     chunk = min(CHUNK, a.shape[1])
     quads = -(-n // 4)
-    for_parts(numpy, lambda q0, q1: dots(a, w, 4 * q0, min(n, 4 * q1), out, zero, chunk),
-              quads, b.size)
+    for_parts(numpy, lambda q0, q1: dots(a, w, 4 * q0, min(n, 4 * q1), out, zero, chunk,
+                                         accumulate), quads, b.size)
     return out
 
 
