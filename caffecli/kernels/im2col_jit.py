@@ -12,9 +12,9 @@ as in numpy's col2im and Caffe's, so the result is the same bits, and im2col cop
 numpy's strided-window copy does. A strided layer's col2im sums each image in its padded plane
 split by phase (one thread: CaffeNet's conv1 9.2 -> 5.8 ms, GoogLeNet's 12.2 -> 5.9 ms against
 numpy's phase-split adds over the whole batch). A strided im2col copies each window row with a
-stride: a little slower than numpy's phase-split copies on 2 cores (CaffeNet's conv1 4.0 -> 4.5
-ms), but those are hundreds of small numpy calls a part, which 16 threads queue for the GIL
-(17 ms of CaffeNet conv1's 21 ms forward on 16 cores).
+stride (CaffeNet's conv1 on 2 cores: 3.7-4.0 ms, against 4.0 for numpy's phase-split copies,
+which are hundreds of small numpy calls a part that 16 threads queue for the GIL: 17 ms of
+CaffeNet conv1's 21 ms forward on 16 cores).
 
 Each entry point splits its work across numba's threads (threads.for_native) by channels, or
 by images where there are few channels (``by_image``); every value is computed alike in any part.
@@ -30,92 +30,86 @@ def _col2im(col, dh, dw, ph, pw, c0, c1, n0, n1, x):
 
     Each image plane is summed in a zeroed padded plane (in L1 for the maps of LeNet and
     CaffeNet): the windows' (oh, ow) blocks are added one kernel offset after another, each
-    read front to back, then the plane's interior is written once."""
-    kh, kw, oh, ow = col.shape[1], col.shape[2], col.shape[4], col.shape[5]
+    read front to back, then the plane's interior is written once. Flat views and unsigned
+    indices, as in _window_rows (LeNet conv2, one thread: 0.8-1.2 -> 0.5 ms)."""
+    channels, kh, kw, images, oh, ow = col.shape
     h, w = x.shape[2], x.shape[3]
     rows = max(h + 2 * ph, oh + (kh - 1) * dh)
     cols = max(w + 2 * pw, ow + (kw - 1) * dw)
-    plane = numpy.empty((rows, cols), x.dtype)
+    plane = numpy.empty(rows * cols, x.dtype)
+    source, target = col.reshape(-1), x.reshape(-1)
+    width, pitch, image_width = numpy.uint64(ow), numpy.uint64(cols), numpy.uint64(w)
     for c in range(c0, c1):
         for n in range(n0, n1):
-            for r in range(rows):
-                plane_row = plane[r]
-                for t in range(cols):
-                    plane_row[t] = 0
+            for t in range(plane.size):
+                plane[t] = 0
             for ki in range(kh):
                 for kj in range(kw):
-                    block = col[c, ki, kj, n]
+                    at = numpy.uint64((((c * kh + ki) * kw + kj) * images + n) * oh * ow)
+                    to = numpy.uint64(ki * dh * cols + kj * dw)
                     for oy in range(oh):
-                        # views from 0: numba drops its negative-index wrap and vectorizes
-                        source = block[oy]
-                        target = plane[oy + ki * dh, kj * dw:]
-                        for t in range(ow):
-                            target[t] += source[t]
+                        for t in range(width):
+                            plane[to + t] += source[at + t]
+                        at += width
+                        to += pitch
+            out = numpy.uint64((n * channels + c) * h * w)
+            inside = numpy.uint64(ph * cols + pw)
             for iy in range(h):
-                row = x[n, c, iy]
-                inside = plane[iy + ph, pw:]
-                for ix in range(w):
-                    row[ix] = inside[ix]
+                for t in range(image_width):
+                    target[out + t] = plane[inside + t]
+                out += image_width
+                inside += pitch
 
 
 def _im2col(x, dh, dw, ph, pw, c0, c1, n0, n1, col):
     """col (C, kh, kw, N, oh, ow)[channels c0..c1, images n0..n1] = the windows of x (N, C, H,
-    W), zero where a window overhangs the image."""
-    kh, kw, oh, ow = col.shape[1], col.shape[2], col.shape[4], col.shape[5]
-    h, w = x.shape[2], x.shape[3]
-    for c in range(c0, c1):
-        for ki in range(kh):
-            for kj in range(kw):
-                shift = kj * dw - pw
-                lo = min(max(-shift, 0), ow)
-                hi = max(min(w - shift, ow), lo)
-                for n in range(n0, n1):
-                    for oy in range(oh):
-                        iy = oy + ki * dh - ph
-                        row = col[c, ki, kj, n, oy]
-                        if not 0 <= iy < h:
-                            for ox in range(ow):
-                                row[ox] = 0
-                            continue
-                        # views from the first column inside: their indices start at 0, so
-                        # numba drops its negative-index wrap (3x faster)
-                        source = x[n, c, iy, lo + shift:]
-                        inside = row[lo:]
-                        for ox in range(lo):
-                            row[ox] = 0
-                        for t in range(hi - lo):
-                            inside[t] = source[t]
-                        for ox in range(hi, ow):
-                            row[ox] = 0
+    W), zero where a window overhangs the image (_window_rows at stride 1)."""
+    _window_rows(x, 1, 1, dh, dw, ph, pw, c0, c1, n0, n1, col)
 
 
 def _im2col_strided(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col):
     """_im2col for a stride above 1: window row oy of offset (ki, kj) reads image row
     oy * sh + ki * dh - ph at every sw-th column."""
-    kh, kw, oh, ow = col.shape[1], col.shape[2], col.shape[4], col.shape[5]
+    _window_rows(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col)
+
+
+def _window_rows(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col):
+    """Each window row of offset (ki, kj) copied from its image row, through flat views of
+    both arrays and unsigned indices: numba adds no negative-index wrap to them, so the copy
+    vectorizes and no view is made a row (one thread: LeNet conv2's rows of 8 1.05 -> 0.55 ms,
+    CaffeNet's strided conv1 8.4 -> 5.3 ms, against views of each row)."""
+    channels, kh, kw, images, oh, ow = col.shape
     h, w = x.shape[2], x.shape[3]
+    source, target = x.reshape(-1), col.reshape(-1)
+    width, step = numpy.uint64(ow), numpy.uint64(sw)
     for c in range(c0, c1):
         for ki in range(kh):
             for kj in range(kw):
                 shift = kj * dw - pw
                 lo = min(max(-(shift // sw), 0), ow)            # first ox inside the image
                 hi = max(min(-((shift - w) // sw), ow), lo)     # first ox past it
+                first, last = numpy.uint64(lo), numpy.uint64(hi)
                 for n in range(n0, n1):
+                    at = numpy.uint64((((c * kh + ki) * kw + kj) * images + n) * oh * ow)
                     for oy in range(oh):
                         iy = oy * sh + ki * dh - ph
-                        row = col[c, ki, kj, n, oy]
                         if not 0 <= iy < h:
-                            for ox in range(ow):
-                                row[ox] = 0
-                            continue
-                        source = x[n, c, iy, lo * sw + shift:]
-                        inside = row[lo:]
-                        for ox in range(lo):
-                            row[ox] = 0
-                        for t in range(hi - lo):
-                            inside[t] = source[t * sw]
-                        for ox in range(hi, ow):
-                            row[ox] = 0
+                            for t in range(width):
+                                target[at + t] = 0
+                        else:
+                            start = numpy.uint64(((n * channels + c) * h + iy) * w
+                                                 + lo * sw + shift)
+                            for t in range(first):
+                                target[at + t] = 0
+                            if step == 1:
+                                for t in range(last - first):
+                                    target[at + first + t] = source[start + t]
+                            else:
+                                for t in range(last - first):
+                                    target[at + first + t] = source[start + t * step]
+                            for t in range(last, width):
+                                target[at + t] = 0
+                        at += width
 
 
 def _col2im_phased(col, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, x):

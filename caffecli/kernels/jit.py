@@ -6,6 +6,7 @@ line, GPU runs and nets without these layers never pay for it. Without numba, or
 ``CAFFECLI_JIT=0``, the layers keep their numpy code: the reference the kernels are tested
 against. Kernels are ``nogil``: the threads of kernels/threads.py run them on disjoint images.
 """
+import dis
 import importlib.util
 import os
 import threading
@@ -41,11 +42,13 @@ def kernel(fn, fastmath=False):
         with _lock:
             jitted = _compiled.get(fn)
             if jitted is None:
+                linked = _linked(fn)
                 try:
                     jitted = numba.njit(nogil=True, cache=True, fastmath=fastmath,
-                                        error_model="numpy")(fn)
+                                        error_model="numpy")(linked)
                 except RuntimeError:    # no writable cache location: compile in memory
-                    jitted = numba.njit(nogil=True, fastmath=fastmath, error_model="numpy")(fn)
+                    jitted = numba.njit(nogil=True, fastmath=fastmath,
+                                        error_model="numpy")(linked)
                 _compiled[fn] = jitted
     return jitted
 
@@ -67,19 +70,27 @@ def parallel(driver, threaded=False):
     return jitted
 
 
-def _compile_driver(driver, parallel_loops):
-    names = dict(driver.__globals__)
-    for name in driver.__code__.co_names:
-        fn = names.get(name)
-        if isinstance(fn, types.FunctionType) and fn.__module__ == driver.__module__:
-            names[name] = kernel(fn)
-    names["prange"] = numba.prange
+def _linked(fn, **extra):
+    """``fn`` rebuilt with the plain functions of its module that it loads as globals (or holds
+    in closure cells) compiled first by ``kernel``, as numba needs of a function a kernel
+    calls, and ``extra`` globals."""
+    names = dict(fn.__globals__)
+    called = {op.argval for op in dis.get_instructions(fn) if op.opname == "LOAD_GLOBAL"}
+    for name in called:
+        callee = names.get(name)
+        if isinstance(callee, types.FunctionType) and callee.__module__ == fn.__module__:
+            names[name] = kernel(callee)
+    names.update(extra)
     cells = tuple(types.CellType(kernel(c.cell_contents)
                                  if isinstance(c.cell_contents, types.FunctionType)
-                                 else c.cell_contents) for c in driver.__closure__ or ())
-    fn = types.FunctionType(driver.__code__, names, driver.__name__, driver.__defaults__,
-                            cells or None)
-    fn.__module__ = driver.__module__
+                                 else c.cell_contents) for c in fn.__closure__ or ())
+    linked = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, cells or None)
+    linked.__module__, linked.__qualname__ = fn.__module__, fn.__qualname__
+    return linked
+
+
+def _compile_driver(driver, parallel_loops):
+    fn = _linked(driver, prange=numba.prange)
     # a name of its own for each kind: numba's disk cache files compiled code by name
     fn.__qualname__ = driver.__qualname__ + ("" if parallel_loops else "_serial")
     options = dict(nogil=True, error_model="numpy", parallel=parallel_loops)
