@@ -33,10 +33,10 @@ def product_timer():
     def wrap(module, name):
         real = getattr(module, name)
 
-        def timed(*args):
+        def timed(*args, **kwargs):
             t = time.perf_counter()
             try:
-                return real(*args)
+                return real(*args, **kwargs)
             finally:
                 spent[0] += time.perf_counter() - t
         setattr(module, name, timed)
