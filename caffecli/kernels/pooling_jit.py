@@ -50,34 +50,19 @@ def _max_forward_for(square, step=0, pad=0):
                         e = q * sw - pw
                         best = lowest
                         won = -1
-                        if r0[e] > best:
-                            best = r0[e]
-                            won = 0
-                        if r0[e + 1] > best:
-                            best = r0[e + 1]
-                            won = 1
-                        if kw == 3 and r0[e + 2] > best:
-                            best = r0[e + 2]
-                            won = 2
-                        if r1[e] > best:
-                            best = r1[e]
-                            won = kw
-                        if r1[e + 1] > best:
-                            best = r1[e + 1]
-                            won = kw + 1
-                        if kw == 3:
-                            if r1[e + 2] > best:
-                                best = r1[e + 2]
-                                won = 5
-                            if r2[e] > best:
-                                best = r2[e]
-                                won = 6
-                            if r2[e + 1] > best:
-                                best = r2[e + 1]
-                                won = 7
-                            if r2[e + 2] > best:
-                                best = r2[e + 2]
-                                won = 8
+                        for b in range(kw):     # constant trip counts: unrolled
+                            if r0[e + b] > best:
+                                best = r0[e + b]
+                                won = b
+                        for b in range(kw):
+                            if r1[e + b] > best:
+                                best = r1[e + b]
+                                won = kw + b
+                        if kh == 3:
+                            for b in range(3):
+                                if r2[e + b] > best:
+                                    best = r2[e + b]
+                                    won = 6 + b
                         maxima[q] = best
                         winners[q] = won
                 img = x[i, j]
