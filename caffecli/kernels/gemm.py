@@ -7,7 +7,8 @@ large ones as fast or faster. A product accumulated into a diff goes to scipy's 
 beta 1, in place with no product-sized temporary, except where the diff is small and the inner
 dimension long (a convolution's weight gradient over a whole batch): there kernels/skinny_jit.py's
 dot products add into it where it has at most 32768 values, else numpy's product plus an add is
-the faster (LeNet conv2 50x4096 @ 4096x500: 38 vs 26 GFLOP/s), the temporary is at
+the faster (measured on LeNet conv2's 50x4096 @ 4096x500 before the dot products took it: 38 vs
+26 GFLOP/s), the temporary is at
 most ``SMALL_OUT`` values, and it is computed transposed where that makes it taller than wide.
 On the device the same goes to cuBLAS through cupy's ``cupy.cublas.gemm`` (beta 0 or 1 on the
 output, C- or Fortran-ordered operands as they are), and while a CUDA graph captures to the
@@ -47,7 +48,8 @@ def _host_gemm(a, b, out, beta):
         return True
     if NUMPY_BLAS_QUIET and out.size <= SMALL_OUT and a.shape[1] >= LONG_INNER:
         # the temporary takes whichever layout gives it more rows than columns: OpenBLAS runs
-        # that one faster (LeNet conv2's weight gradient, 50 x 500: 1.73 -> 1.26 ms)
+        # that one faster (LeNet conv2's weight gradient, 50 x 500, before skinny_jit took it:
+        # 1.73 -> 1.26 ms)
         out += numpy.matmul(b.T, a.T).T if out.shape[0] < out.shape[1] else numpy.matmul(a, b)
         return True
     found = column_major(a, b, out)
