@@ -380,6 +380,63 @@ def test_numpy_blas_serves_only_when_it_loaded_after_caffecli(first, quiet):
 
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_channel_totals_moved_sums_and_copies_the_channels_asked(dtype):
+    """The bias gradient's totals summed while dy moves channels first: channel_totals' bits,
+    the rows copied to (channels, outer, inner), other channels left alone."""
+    from caffecli.kernels import channel_jit
+    x = numpy.asarray(R.randn(3, 5, 1000) + 10, dtype)
+    want, out = numpy.full(5, -1.0), numpy.full(5, -1.0)
+    moved = numpy.full((5, 3, 1000), -1, dtype)
+    channel_jit.channel_totals(x, 1, 4, want)
+    channel_jit.channel_totals_moved(x, 1, 4, out, moved)
+    assert numpy.array_equal(out, want) and out[0] == out[4] == -1
+    numpy.testing.assert_array_equal(moved[1:4], x[:, 1:4].transpose(1, 0, 2))
+    assert (moved[[0, 4]] == -1).all()
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_convolution_bias_gradient_in_the_move_of_dy(monkeypatch, threads):
+    """A single chunk of several images sums its bias gradient while its gradient moves channels
+    first: the same bits as the separate sum, added to the diff already there; the weight and
+    input gradients unchanged; any thread count."""
+    from caffecli import context
+    from caffecli.blob import Blob
+    from caffecli.kernels import threads as kernel_threads
+    from caffecli.layers import _base_conv
+    from gradcheck import make_layer
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
+    x = R.randn(6, 3, 7, 7).astype(numpy.float32)
+    got = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(_base_conv.BaseConvolutionLayer, "_bias_totals_in_move",
+                                lambda self, dy: None)
+        context.set_random_seed(4)
+        layer = make_layer('type: "Convolution" convolution_param { num_output: 5 kernel_size: 3 '
+                           'weight_filler { type: "gaussian" std: 0.3 } '
+                           'bias_filler { type: "gaussian" std: 1 } }')
+        bottom, top = [Blob(x.shape)], [Blob()]
+        bottom[0].data[...] = x
+        layer.SetUp(bottom, top)
+        assert layer.chunk >= layer.num > 1
+        if fused:
+            assert layer._bias_totals_in_move(top[0].diff.reshape(6, 5, -1)) is not None
+        layer.Forward(bottom, top)
+        top[0].diff[...] = numpy.linspace(-1, 3, top[0].count).reshape(top[0].shape)
+        layer.blobs[1].diff[...] = 0.5
+        layer.Backward(top, [True], bottom)
+        got.append([layer.blobs[1].diff.copy(), layer.blobs[0].diff.copy(),
+                    bottom[0].diff.copy()])
+    for a, b in zip(*got):
+        assert numpy.array_equal(a, b)
+    want = 0.5 + top[0].diff.astype(numpy.float64).sum(axis=(0, 2, 3))
+    numpy.testing.assert_allclose(got[0][0], want, rtol=1e-6)
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 def test_channel_totals_sum_each_channel_in_float64(dtype):
     """A convolution's bias gradient on the host (kernels/channel_jit.py): each channel's sum
     over outer items and positions, in float64, for the channels asked only."""

@@ -212,3 +212,22 @@ def channel_totals(x, c0, c1, out):
     """out[c] (float64) = the sum of x[:, c, :] for channels c0..c1 of (outer, channels, inner)
     x: a convolution's bias gradient, in float64 with vectorized (reassociated) row sums."""
     kernel(_channel_totals, fastmath={"reassoc"})(x, c0, c1, out)
+
+
+def _channel_totals_moved(x, c0, c1, out, moved):
+    for c in range(c0, c1):
+        total = 0.0
+        for o in range(x.shape[0]):
+            row, into = x[o, c], moved[c, o]
+            for i in range(row.shape[0]):
+                v = row[i]
+                total += v
+                into[i] = v
+        out[c] = total
+
+
+def channel_totals_moved(x, c0, c1, out, moved):
+    """``channel_totals`` that also copies each channel's rows to moved (channels, outer, inner)
+    as it reads them: a convolution's bias gradient and its gradient's move to the GEMMs'
+    channels-first layout in one pass over it."""
+    kernel(_channel_totals_moved, fastmath={"reassoc"})(x, c0, c1, out, moved)

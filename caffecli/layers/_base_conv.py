@@ -341,12 +341,18 @@ class BaseConvolutionLayer(Layer):
         for n0 in range(0, self.num, self.chunk):
             yield n0, min(self.num, n0 + self.chunk)
 
-    def _channels_first(self, x, n0, n1, name):
+    def _channels_first(self, x, n0, n1, name, totals=None):
         """Images n0..n1 of x (n, c, *spatial) as a (g, c/g, nb * P) stack, image-major within
         each channel, in the scratch buffer ``name`` (a chunk's GEMM operand); channels split
-        across threads."""
+        across threads. With float64 ``totals`` (c,): each channel's sum too, in the same pass
+        (the compiled kernels' ``channel_totals``, host arrays)."""
         nb, c = n1 - n0, x.shape[1]
         out = self.scratch(name, (self.group, c // self.group, nb * x[0, 0].size), x.dtype)
+        if totals is not None:
+            src = x[n0:n1].reshape(nb, c, -1)
+            for_parts(numpy, lambda c0, c1: channel_jit.channel_totals_moved(
+                src, c0, c1, totals, out.reshape(c, nb, -1)), c, out.size)
+            return out
         src, dst = x[n0:n1].reshape(nb, c, -1).transpose(1, 0, 2), out.reshape(c, nb, -1)
         for_parts(self.xp, lambda c0, c1: dst[c0:c1].__setitem__(Ellipsis, src[c0:c1]), c,
                   out.size)
@@ -370,9 +376,22 @@ class BaseConvolutionLayer(Layer):
         g = self.group
         return self.weights[0].data.reshape(g, self.conv_out // g, self.kernel_dim)
 
-    def _bias_grad(self, dy):
-        """Add the bias gradient of dy (num, num_output, P): one device kernel, compiled sums
-        split by channel across the kernel threads, or numpy's sum (the reference)."""
+    def _bias_totals_in_move(self, dy):
+        """float64 scratch for the bias gradient's channel totals where the backward's move of
+        dy (num, num_output, P) to the channels-first layout can sum them as it copies: one
+        chunk of several host images and the compiled kernels; else None (``_bias_grad``)."""
+        if (self.bias_term and self.param_propagate_down[1] and 1 < self.num <= self.chunk
+                and jit.usable(dy, self.weights[1].diff)):
+            return self.scratch("_bias_totals", (dy.shape[1],), numpy.float64)
+        return None
+
+    def _bias_grad(self, dy, totals=None):
+        """Add the bias gradient of dy (num, num_output, P): the ``totals`` its move already
+        summed, one device kernel, compiled sums split by channel across the kernel threads,
+        or numpy's sum (the reference)."""
+        if totals is not None:
+            self.weights[1].diff[...] += totals
+            return
         if self.bias_term and self.param_propagate_down[1]:
             diff = self.weights[1].diff
             if channel_sums(self.xp, dy, diff):

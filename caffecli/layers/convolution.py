@@ -166,8 +166,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
         need_w = self.param_propagate_down[0]
         for t, b, down in zip(top, bottom, propagate_down):
             dy = t.diff.reshape(self.num, m, P)
-            self._bias_grad(dy)
             if not (need_w or down):
+                self._bias_grad(dy)
                 continue
             x = b.data.reshape(self._image_shape())
             dx = b.diff.reshape(self._image_shape())
@@ -177,6 +177,10 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 x, dy4, self.weights[0].diff)
             if down and self._winograd(dy4, dx, True):   # after: it overwrites the tiles
                 down = False
+            # the bias gradient's sums, in the move of dy below where it makes one
+            totals = self._bias_totals_in_move(dy) if weights_left or down else None
+            if totals is None:
+                self._bias_grad(dy)
             if not (weights_left or down):
                 continue
             for n0, n1 in self._chunks():
@@ -184,7 +188,9 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 if nb == 1:
                     dyt = dy[n0].reshape(g, m // g, P)
                 else:
-                    dyt = self._channels_first(dy, n0, n1, "_out")
+                    dyt = self._channels_first(dy, n0, n1, "_out", totals)
+                    if totals is not None:
+                        self._bias_grad(dy, totals)
                 col = None
                 if weights_left:
                     col = self.cols.last_col.reshape(g, self.kernel_dim, P * nb) \
