@@ -144,7 +144,7 @@ class ColumnMaker:
             return col
         shape = (self.channels,) + tuple(self.kernel) + (n,) + tuple(self.grid_shape)
         col = self.column_buffer(xp, shape, x.dtype)
-        if not self.subsample and len(self.kernel) == 2 and jit.usable(x, col):
+        if self._compiled_applies(x, col):
             im2col_jit.im2col(x, self.stride, self.dilation, self.pad, self._split_by_image(n), col)
             self.last_col = col
             return col
@@ -183,7 +183,7 @@ class ColumnMaker:
             device.launch(xp, "im2col", "col2im", out.size, col.dtype,
                           xp.ascontiguousarray(col), *self._kernel_args(n), out)
             return out
-        if len(self.kernel) == 2 and not self.subsample and jit.usable(col, out):
+        if self._compiled_applies(col, out):
             im2col_jit.col2im(col, self.stride, self.dilation, self.pad,
                               self._split_by_image(n), out)
             return out
@@ -217,6 +217,11 @@ class ColumnMaker:
                 oc[cs, ns] = ic.interior(buf[cs, ns], self.pad, self.img_shape, lead_axes=2)
         self._split(xp, part, n, col.size)
         return out
+
+    def _compiled_applies(self, *arrays):
+        """Whether kernels/im2col_jit.py makes these arrays' columns (or images): 2-D windows
+        other than a strided 1x1 lattice (one strided copy), host arrays numba takes."""
+        return len(self.kernel) == 2 and not self.subsample and jit.usable(*arrays)
 
     def _split_by_image(self, n):
         """Whether a split goes by images, with every channel, rather than by channels: where
