@@ -72,7 +72,7 @@ def _lstm_tanh(x, y):
         y[i] = 2.0 * (1.0 / (1.0 + math.exp(-2.0 * numpy.float64(x[i])))) - 1.0
 
 
-def _apply(loops, xp_fn, xp, x, out, *args):
+def _apply(loops, xp_fn, x, out, *args):
     """out = loops(x) elementwise on every core (x and out of any layout); xp_fn(x) where
     compiled loops do not apply (device arrays, no numba)."""
     if isinstance(x, numpy.ndarray):
@@ -97,17 +97,17 @@ def _apply(loops, xp_fn, xp, x, out, *args):
 
 def exp(xp, x, out=None):
     """The C library's exp of each value (expf for float32)."""
-    return _apply(_exp, xp.exp, xp, x, out)
+    return _apply(_exp, xp.exp, x, out)
 
 
 def log(xp, x, out=None):
     """The C library's log of each value (logf for float32)."""
-    return _apply(_log, xp.log, xp, x, out)
+    return _apply(_log, xp.log, x, out)
 
 
 def tanh(xp, x, out=None):
     """The C library's tanh of each value (tanhf for float32)."""
-    return _apply(_tanh, xp.tanh, xp, x, out)
+    return _apply(_tanh, xp.tanh, x, out)
 
 
 def sigmoid(xp, x, out=None):
@@ -115,7 +115,7 @@ def sigmoid(xp, x, out=None):
     def array_code(v):
         w = v.astype(numpy.float64)
         return (xp.tanh(w * 0.5) * 0.5 + 0.5).astype(v.dtype)
-    return _apply(_sigmoid, array_code, xp, x, out)
+    return _apply(_sigmoid, array_code, x, out)
 
 
 def bnll(xp, x, out=None):
@@ -123,24 +123,24 @@ def bnll(xp, x, out=None):
     def array_code(v):
         e = xp.exp(-xp.abs(v)).astype(numpy.float64)
         return (xp.maximum(v, 0) + xp.log1p(e)).astype(v.dtype)
-    return _apply(_bnll, array_code, xp, x, out)
+    return _apply(_bnll, array_code, x, out)
 
 
 def lstm_sigmoid(xp, x, out=None):
     """The LSTM cell's sigmoid as Caffe's LSTMUnit computes it."""
     def array_code(v):
         return (1.0 / (1.0 + xp.exp(-v).astype(numpy.float64))).astype(v.dtype)
-    return _apply(_lstm_sigmoid, array_code, xp, x, out)
+    return _apply(_lstm_sigmoid, array_code, x, out)
 
 
 def lstm_tanh(xp, x, out=None):
     """The LSTM cell's tanh as Caffe's LSTMUnit computes it, through its double sigmoid."""
     def array_code(v):
         return (2.0 / (1.0 + xp.exp(-2.0 * v.astype(numpy.float64))) - 1.0).astype(v.dtype)
-    return _apply(_lstm_tanh, array_code, xp, x, out)
+    return _apply(_lstm_tanh, array_code, x, out)
 
 
 def pow_half(xp, x, out=None):
     """x ** 0.5 through the C library's pow (powf for float32), as Caffe's powx(..., 0.5) in its
     adaptive solvers: it differs from a correctly rounded sqrt for about one value in 1500."""
-    return _apply(_pow_half, xp.sqrt, xp, x, out, x.dtype.type(0.5))
+    return _apply(_pow_half, xp.sqrt, x, out, x.dtype.type(0.5))
