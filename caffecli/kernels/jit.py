@@ -37,20 +37,8 @@ def kernel(fn, fastmath=False):
     """``fn`` compiled (once, on first use; later processes load it from numba's cache);
     ``fastmath``: LLVM's flags for it (e.g. {"reassoc"}: vectorized sums). Division follows
     C's IEEE rules, as Caffe's loops do: x / 0 is inf or NaN, never an exception."""
-    jitted = _compiled.get(fn)
-    if jitted is None:
-        with _lock:
-            jitted = _compiled.get(fn)
-            if jitted is None:
-                linked = _linked(fn)
-                try:
-                    jitted = numba.njit(nogil=True, cache=True, fastmath=fastmath,
-                                        error_model="numpy")(linked)
-                except RuntimeError:    # no writable cache location: compile in memory
-                    jitted = numba.njit(nogil=True, fastmath=fastmath,
-                                        error_model="numpy")(linked)
-                _compiled[fn] = jitted
-    return jitted
+    return _once(fn, lambda: _njit(_linked(fn), nogil=True, fastmath=fastmath,
+                                   error_model="numpy"))
 
 
 def parallel(driver, threaded=False):
@@ -58,16 +46,32 @@ def parallel(driver, threaded=False):
     parallel loops where ``threaded`` (its parts start at once on numba's threads), else as a
     plain loop (kernels/threads.py's pool runs it a part at a time, without the GIL). The plain
     functions of its module that it calls (or holds in its closure) are compiled first."""
-    key = (driver, threaded)
+    def make():
+        if threaded:
+            _choose_threading_layer()
+        return _compile_driver(driver, threaded)
+    return _once((driver, threaded), make)
+
+
+def _once(key, make):
+    """The compiled function kept under ``key``, made by ``make()`` the first time (one thread
+    compiles; a kernel compiling its callees takes the lock again)."""
     jitted = _compiled.get(key)
     if jitted is None:
         with _lock:
             jitted = _compiled.get(key)
             if jitted is None:
-                if threaded:
-                    _choose_threading_layer()
-                jitted = _compiled[key] = _compile_driver(driver, threaded)
+                jitted = _compiled[key] = make()
     return jitted
+
+
+def _njit(fn, **options):
+    """numba.njit(**options)(fn), cached on disk, or in memory where no cache location is
+    writable."""
+    try:
+        return numba.njit(cache=True, **options)(fn)
+    except RuntimeError:
+        return numba.njit(**options)(fn)
 
 
 def _linked(fn, **extra):
@@ -93,11 +97,7 @@ def _compile_driver(driver, parallel_loops):
     fn = _linked(driver, prange=numba.prange)
     # a name of its own for each kind: numba's disk cache files compiled code by name
     fn.__qualname__ = driver.__qualname__ + ("" if parallel_loops else "_serial")
-    options = dict(nogil=True, error_model="numpy", parallel=parallel_loops)
-    try:
-        return numba.njit(cache=True, **options)(fn)
-    except RuntimeError:    # no writable cache location: compile in memory
-        return numba.njit(**options)(fn)
+    return _njit(fn, nogil=True, error_model="numpy", parallel=parallel_loops)
 
 
 def _choose_threading_layer():
