@@ -110,6 +110,11 @@ def _parts(n, elements, min_part):
     return min(num_threads(), n, max(1, elements // (min_part or MIN_PART_ELEMENTS)))
 
 
+def _bounds(n, parts):
+    """The starts of ``parts`` consecutive, near-equal parts of range(n), and n."""
+    return [n * i // parts for i in range(parts + 1)]
+
+
 def for_parts(xp, fn, n, elements, min_part=None):
     """fn(start, stop) over consecutive parts of range(n), one per thread on the host; whole
     for device arrays or when ``elements`` (the work's size) is too small to be worth it
@@ -119,7 +124,7 @@ def for_parts(xp, fn, n, elements, min_part=None):
     if xp is not numpy or parts <= 1:
         fn(0, n)
         return
-    _pool.run(fn, [n * i // parts for i in range(parts + 1)])
+    _pool.run(fn, _bounds(n, parts))
 
 
 def for_native(driver, n, elements, *args, min_part=None):
@@ -133,7 +138,7 @@ def for_native(driver, n, elements, *args, min_part=None):
         try:
             threaded = parallel(driver, threaded=True)
             use_threads(parts)   # one part a thread: no thread woken for nothing
-            threaded(numpy.array([n * i // parts for i in range(parts + 1)], numpy.int64), *args)
+            threaded(numpy.array(_bounds(n, parts), numpy.int64), *args)
         finally:
             _pool.busy.release()
         return
