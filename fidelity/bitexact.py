@@ -12,19 +12,9 @@ import os
 import sys
 import tempfile
 
-import numpy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:0] = [ROOT, os.path.join(ROOT, "tests")]
-
-
-def _differing(got, want):
-    """Values of ``got`` whose bits differ from ``want``'s (zeros of either sign count as
-    equal, NaN as equal to NaN)."""
-    got = numpy.asarray(got, numpy.float32).ravel()
-    want = numpy.asarray(want[()] if hasattr(want, "shape") else want, numpy.float32).ravel()
-    same = (got == want) | (numpy.isnan(got) & numpy.isnan(want))
-    return got.size, int(got.size - same.sum())
 
 
 def layer_counts(names):
@@ -34,7 +24,7 @@ def layer_counts(names):
     current = []
 
     def count(got, want, rtol, atol, what):
-        total, bad = _differing(got, want)
+        total, bad = golden.differing_bits(got, want)
         counts[current[0]][0] += total
         counts[current[0]][1] += bad
     golden.assert_close = count
@@ -47,7 +37,6 @@ def layer_counts(names):
 def solver_iterations(names):
     """{case: the first iteration whose parameters are not Caffe's bits, or None}."""
     import golden
-    from caffecli import solvers
     first = {}
     cwd = os.getcwd()
     for name in names:
@@ -55,18 +44,9 @@ def solver_iterations(names):
             case = golden.writable_case(name, tmp)
             os.chdir(tmp)
             try:
-                s = solvers.get_solver("solver.prototxt")
-                s.net.copy_trained_layers_from("init.caffemodel")
-                first[name] = None
-                with case.h5() as h5:
-                    for it in range(1, len(h5["loss_per_iter"][()]) + 1):
-                        s.step(1)
-                        group = h5["params_after/%d" % it]
-                        if any(_differing(s.net.layer_by_name(lname).blobs[int(i)].data,
-                                          group[lname][i])[1]
-                               for lname in group for i in group[lname]):
-                            first[name] = it
-                            break
+                first[name] = next((it for it, params in golden.solver_steps(case)
+                                    if any(golden.differing_bits(got, want)[1]
+                                           for _, _, got, want in params)), None)
             finally:
                 os.chdir(cwd)
     return first

@@ -87,6 +87,29 @@ def writable_case(name, dest):
     return case
 
 
+def differing_bits(got, want):
+    """(values, values whose float32 bits differ from ``want``'s, an array or an HDF5
+    dataset): zeros of either sign count as equal, NaN as equal to NaN."""
+    got = numpy.asarray(got, numpy.float32).ravel()
+    want = numpy.asarray(want[()] if hasattr(want, "shape") else want, numpy.float32).ravel()
+    same = (got == want) | (numpy.isnan(got) & numpy.isnan(want))
+    return got.size, int(got.size - same.sum())
+
+
+def solver_steps(case):
+    """Replay solver ``case`` (its files in the working directory: ``writable_case``) one
+    iteration at a time: (iteration, [(layer, blob index, parameter, Caffe's parameter)])."""
+    from caffecli import solvers
+    s = solvers.get_solver("solver.prototxt")
+    s.net.copy_trained_layers_from("init.caffemodel")
+    with case.h5() as h5:
+        for it in range(1, len(h5["loss_per_iter"][()]) + 1):
+            s.step(1)
+            group = h5["params_after/%d" % it]
+            yield it, [(name, i, s.net.layer_by_name(name).blobs[int(i)].data,
+                        group[name][i][()]) for name in group for i in group[name]]
+
+
 def assert_close(got, want, rtol, atol, what):
     got = numpy.asarray(got, dtype=numpy.float64)
     want = numpy.asarray(want, dtype=numpy.float64)

@@ -5,7 +5,6 @@ shared gradients; AVE pooling's quotient rounded to the data's type; the solvers
 rounded once, solvers/blas_steps.py)."""
 import platform
 
-import numpy
 import pytest
 
 from caffecli.kernels import jit
@@ -30,10 +29,9 @@ def test_golden_cases_of_these_layers_are_caffes_bit_for_bit(family, monkeypatch
     compared = []
 
     def same_bits(got, want, rtol, atol, what):
-        got = numpy.asarray(got, numpy.float32)
-        want = numpy.asarray(want[()] if hasattr(want, "shape") else want, numpy.float32)
-        assert ((got == want) | (numpy.isnan(got) & numpy.isnan(want))).all(), what
-        compared.append(got.size)
+        values, differing = golden.differing_bits(got, want)
+        assert differing == 0, what
+        compared.append(values)
     monkeypatch.setattr(golden, "assert_close", same_bits)
     for name in names:
         golden.run_layer_case(name)
@@ -52,17 +50,10 @@ def test_these_solver_trajectories_are_caffes_bit_for_bit(name, tmp_path, monkey
     import io
 
     import golden
-    from caffecli import glog, solvers
+    from caffecli import glog
     case = golden.writable_case(name, tmp_path)
     monkeypatch.chdir(tmp_path)
     glog.set_stream(io.StringIO())
-    s = solvers.get_solver("solver.prototxt")
-    s.net.copy_trained_layers_from("init.caffemodel")
-    with case.h5() as h5:
-        for it in range(1, len(h5["loss_per_iter"][()]) + 1):
-            s.step(1)
-            group = h5["params_after/%d" % it]
-            for lname in group:
-                for i in group[lname]:
-                    got = s.net.layer_by_name(lname).blobs[int(i)].data
-                    assert got.tobytes() == group[lname][i][()].tobytes(), (it, lname, i)
+    for it, params in golden.solver_steps(case):
+        for lname, i, got, want in params:
+            assert got.tobytes() == want.tobytes(), (it, lname, i)
