@@ -8,8 +8,8 @@ beta 1, in place with no product-sized temporary, except where the diff is small
 dimension long (a convolution's weight gradient over a whole batch): there kernels/skinny_jit.py's
 dot products add into it where it has at most 32768 values, else numpy's product plus an add is
 the faster (measured on LeNet conv2's 50x4096 @ 4096x500 before the dot products took it: 38 vs
-26 GFLOP/s), the temporary is at
-most ``SMALL_OUT`` values, and it is computed transposed where that makes it taller than wide.
+26 GFLOP/s), the temporary is at most ``SMALL_OUT`` values, and it is computed transposed where
+that makes it taller than wide.
 On the device the same goes to cuBLAS through cupy's ``cupy.cublas.gemm`` (beta 0 or 1 on the
 output, C- or Fortran-ordered operands as they are), and while a CUDA graph captures to the
 same cuBLAS call through kernels/cublas_direct.py.
