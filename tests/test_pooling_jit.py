@@ -14,6 +14,7 @@ GEOMETRIES = [  # kernel, stride, pad, input (h, w), ceil rounding
     ((3, 3), (1, 1), (1, 1), (7, 9), True),        # GoogLeNet's stride-1 padded pools
     ((3, 3), (2, 2), (1, 1), (12, 11), True),      # a padded stride-2 pool (ResNet's kind)
     ((2, 2), (2, 2), (0, 0), (7, 6), True),        # LeNet's kind, the last window partial
+    ((3, 3), (3, 3), (0, 0), (9, 12), True),       # 3x3 windows that tile the image
     ((3, 2), (2, 3), (1, 1), (8, 10), False),      # uneven, floor rounding
     ((5, 5), (1, 1), (0, 0), (5, 5), True),        # global
     ((1, 1), (2, 2), (0, 0), (4, 9), True),        # ceil rounding adds a window past the
@@ -49,6 +50,26 @@ def test_compiled_pooling_matches_the_reference(kernel, stride, pad, hw, ceil, d
     pooling_jit.ave_pool_backward(dtop, geo, dx)
     numpy.testing.assert_allclose(dx, pooling.ave_pool_backward(numpy, dtop, geo, dtype),
                                   rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("side", [2, 3])
+def test_tiled_max_backward_is_the_scatter_bit_for_bit(side):
+    """Where the windows tile the image, each row is written once: the same bits as zeroing
+    the image and adding each gradient at its winner (a -0.0 gradient lands as 0.0, a window
+    without a winner leaves zeros)."""
+    rs = numpy.random.RandomState(side)
+    geo = PoolGeometry((side, side), (side, side), (0, 0), (2 * side, 4 * side))
+    dtop = rs.randn(3, 2, 2, 4).astype(numpy.float32)
+    dtop[0, 0, 0, :2] = -0.0
+    arg = rs.randint(-1, side * side, size=dtop.shape).astype(numpy.int32)
+    arg[0, 0, 0, :2] = 0
+    dx = numpy.full((3, 2, 2 * side, 4 * side), numpy.nan, numpy.float32)
+    pooling_jit.max_pool_backward(dtop, arg, geo, dx)
+    scatter = pooling_jit._MAX_BACKWARD[0, 0, 0]      # the general loops, run by Python
+    ref = numpy.full_like(dx, numpy.nan)
+    scatter(dtop, arg, side, side, side, 0, 0, ref)
+    assert dx.tobytes() == ref.tobytes()
+    assert not numpy.signbit(dx[0, 0, 0, 0])
 
 
 def test_the_layer_takes_the_compiled_path_only_where_it_applies(monkeypatch):
