@@ -87,6 +87,30 @@ def test_compiled_im2col_is_numpys(monkeypatch, dtype, kernel, pad, dilation, im
     numpy.testing.assert_array_equal(got, cols.im2col(numpy, x))
 
 
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("kernel,pad,dilation,img,stride",
+                         [g + ((1, 1),) for g in GEOMETRIES] + STRIDED)
+@pytest.mark.parametrize("groups,threads", [(1, "1"), (2, "2"), (3, "5")])
+def test_col2im_by_position_is_col2ims(monkeypatch, dtype, kernel, pad, dilation, img, stride,
+                                       groups, threads):
+    """Columns laid out by output position with channels last, (g, n, *out, *kernel, C/g),
+    give the same bits as col2im of the same columns in (C, *kernel, n, *out), for any
+    thread count; the output's stale values are overwritten."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
+    n, c = 4, 2 * groups
+    cols, out = maker(kernel, pad, dilation, c, img, stride)
+    by_position = numpy.random.RandomState(4).randn(
+        groups, n, *out, *kernel, c // groups).astype(dtype)
+    got = numpy.full((n, c) + img, 7, dtype)
+    im2col_jit.col2im_positions(by_position, stride, dilation, pad, got)
+    # (g, n, oh, ow, kh, kw, c/g) -> (g, c/g, kh, kw, n, oh, ow) = (C, *kernel, n, *out)
+    col = numpy.ascontiguousarray(by_position.transpose(0, 6, 4, 5, 1, 2, 3)).reshape(
+        (c,) + kernel + (n,) + tuple(out))
+    want = cols.col2im(numpy, col, numpy.empty((n, c) + img, dtype))
+    assert got.tobytes() == want.tobytes()
+
+
 def test_col2im_kernel_writes_only_its_part():
     """One thread's part (channel and image ranges) leaves the rest of the output alone."""
     cols, out = maker((3, 3), (1, 1), (1, 1), 4, (5, 5))

@@ -447,3 +447,55 @@ def test_channel_totals_sum_each_channel_in_float64(dtype):
     want = x.astype(numpy.float64).sum(axis=(0, 2))
     numpy.testing.assert_allclose(out[1:4], want[1:4], rtol=1e-13)
     assert out[0] == out[4] == -1
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("spec,shape", [
+    ("num_output: 50 kernel_size: 5", (5, 20, 12, 12)),                    # LeNet's conv2
+    ("num_output: 12 kernel_size: 3 group: 2 stride: 2 pad: 1", (3, 16, 9, 8)),
+    ("num_output: 9 kernel_size: 3 dilation: 2 pad: 2 engine: CAFFE", (2, 8, 10, 7)),
+    ("num_output: 6 kernel_size: 5 pad: 1", (1, 8, 6, 6)),                  # a single image
+])
+def test_convolution_input_gradient_by_position_is_col2ims(monkeypatch, spec, shape):
+    """Layers of eight channels a group or more compute the input gradient as dy.T @ W (W's
+    columns channels last) and col2im by output position: the same bits as W.T @ dy and
+    col2im; narrower layers keep col2im."""
+    from caffecli import context
+    from caffecli.blob import Blob
+    from caffecli.layers import convolution
+    from gradcheck import make_layer
+    x = R.randn(*shape).astype(numpy.float32)
+    got, calls = [], []
+    real = convolution.im2col_jit.col2im_positions
+    monkeypatch.setattr(convolution.im2col_jit, "col2im_positions",
+                        lambda *a: calls.append(1) or real(*a))
+    for by_position in (True, False):
+        if not by_position:
+            monkeypatch.setattr(convolution, "POSITION_MIN_CHANNELS", 1 << 30)
+        context.set_random_seed(5)
+        layer = make_layer('type: "Convolution" convolution_param { %s '
+                           'weight_filler { type: "gaussian" std: 0.3 } }' % spec)
+        bottom, top = [Blob(x.shape)], [Blob()]
+        bottom[0].data[...] = x
+        layer.SetUp(bottom, top)
+        assert layer.by_position == by_position and not layer.winograd
+        layer.Forward(bottom, top)
+        top[0].diff[...] = numpy.sin(numpy.arange(top[0].count)).reshape(top[0].shape)
+        layer.Backward(top, [True], bottom)
+        got.append((bottom[0].diff.copy(), layer.blobs[0].diff.copy()))
+    assert len(calls) == 1
+    assert got[0][0].tobytes() != numpy.zeros_like(got[0][0]).tobytes()
+    assert got[0][0].tobytes() == got[1][0].tobytes()
+    assert got[0][1].tobytes() == got[1][1].tobytes()
+
+
+def test_convolution_by_position_needs_eight_channels_a_group():
+    """LeNet's conv1 (one channel) keeps col2im: runs of one value would add too slowly."""
+    from caffecli.blob import Blob
+    from gradcheck import make_layer
+    for channels, group, want in ((1, 1, False), (7, 1, False), (8, 1, True), (16, 2, True),
+                                  (16, 4, False)):
+        layer = make_layer('type: "Convolution" convolution_param { num_output: 4 '
+                           'kernel_size: 5 group: %d }' % group)
+        layer.SetUp([Blob((2, channels, 9, 9))], [Blob()])
+        assert layer.by_position == want

@@ -141,6 +141,54 @@ def _col2im_phased(col, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, x):
                         row[ix0 + j * sw] = inside[j]
 
 
+def _col2im_positions(col, sh, sw, dh, dw, ph, pw, n0, n1, x):
+    """x[n0:n1] (N, C, H, W) = col2im of columns laid out by output position,
+    col (g, N, oh, ow, kh, kw, C/g): an input gradient computed as dy.T @ W with W's columns
+    turned channels last (layers/convolution.py: OpenBLAS runs it faster, with the same dot
+    products). LeNet's conv2 on 2 cores: 0.28 ms against col2im's 0.33-0.40.
+
+    Each image is summed in a zeroed (rows, cols, C) plane, one channel vector per add (a run
+    of C/g values). Window rows are visited last to first, and within a row kernel offsets in
+    order, so each value receives its adds in kernel-offset order from zero, as col2im's: the
+    same bits. The plane's interior is then written to the image channels first."""
+    groups, images, oh, ow, kh, kw, width = col.shape
+    channels, h, w = x.shape[1], x.shape[2], x.shape[3]
+    rows = max(h + 2 * ph, (oh - 1) * sh + (kh - 1) * dh + 1)
+    cols = max(w + 2 * pw, (ow - 1) * sw + (kw - 1) * dw + 1)
+    plane = numpy.empty(rows * cols * channels, x.dtype)
+    source, target = col.reshape(-1), x.reshape(-1)
+    run, across = numpy.uint64(width), numpy.uint64(kh * kw * width)
+    step, pitch = numpy.uint64(sw * channels), numpy.uint64(channels)
+    image_width = numpy.uint64(w)
+    for n in range(n0, n1):
+        for t in range(plane.size):
+            plane[t] = 0
+        for g in range(groups):
+            for oy in range(oh - 1, -1, -1):
+                for ki in range(kh):
+                    for kj in range(kw):
+                        at = numpy.uint64(((((g * images + n) * oh + oy) * ow * kh + ki) * kw
+                                           + kj) * width)
+                        to = numpy.uint64(((oy * sh + ki * dh) * cols + kj * dw) * channels
+                                          + g * width)
+                        for ox in range(ow):
+                            for t in range(run):
+                                plane[to + t] += source[at + t]
+                            at += across
+                            to += step
+        for c in range(channels):
+            for iy in range(h):
+                out = numpy.uint64(((n * channels + c) * h + iy) * w)
+                inside = numpy.uint64(((iy + ph) * cols + pw) * channels + c)
+                for ix in range(image_width):
+                    target[out + ix] = plane[inside + ix * pitch]
+
+
+def _col2im_positions_parts(bounds, col, sh, sw, dh, dw, ph, pw, x):
+    for p in prange(bounds.size - 1):
+        _col2im_positions(col, sh, sw, dh, dw, ph, pw, bounds[p], bounds[p + 1], x)
+
+
 def _parts_for(name, plain, strided):
     """A driver over a split's parts (threads.for_native) of a column kernel: ``plain`` for
     stride 1, ``strided`` otherwise (both take source, geometry, channel and image ranges,
@@ -175,3 +223,10 @@ def col2im(col, stride, dilation, pad, by_image, out):
     n, c = out.shape[:2]
     for_native(_COL2IM_PARTS, n if by_image else c, max(col.size, out.size), by_image, c, n, col,
                *stride, *dilation, *pad, out)
+
+
+def col2im_positions(col, stride, dilation, pad, out):
+    """out (N, C, H, W) = col2im of col (g, N, oh, ow, kh, kw, C/g), columns by output
+    position with channels last (_col2im_positions), split across the threads by images."""
+    for_native(_col2im_positions_parts, out.shape[0], max(col.size, out.size), col, *stride,
+               *dilation, *pad, out)
