@@ -489,13 +489,15 @@ def test_convolution_input_gradient_by_position_is_col2ims(monkeypatch, spec, sh
     assert got[0][1].tobytes() == got[1][1].tobytes()
 
 
-def test_convolution_by_position_needs_eight_channels_a_group():
-    """LeNet's conv1 (one channel) keeps col2im: runs of one value would add too slowly."""
+def test_convolution_by_position_needs_eight_channels_a_group_and_a_small_plane():
+    """LeNet's conv1 (one channel) keeps col2im: runs of one value would add too slowly; so
+    does a layer whose image, every channel, takes more than 64 KiB."""
     from caffecli.blob import Blob
     from gradcheck import make_layer
-    for channels, group, want in ((1, 1, False), (7, 1, False), (8, 1, True), (16, 2, True),
-                                  (16, 4, False)):
+    for channels, group, side, want in ((1, 1, 9, False), (7, 1, 9, False), (8, 1, 9, True),
+                                        (16, 2, 9, True), (16, 4, 9, False),
+                                        (16, 1, 32, True), (16, 1, 33, False)):
         layer = make_layer('type: "Convolution" convolution_param { num_output: 4 '
                            'kernel_size: 5 group: %d }' % group)
-        layer.SetUp([Blob((2, channels, 9, 9))], [Blob()])
+        layer.SetUp([Blob((2, channels, side, side))], [Blob()])
         assert layer.by_position == want

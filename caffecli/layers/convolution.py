@@ -12,6 +12,10 @@ from ._base_conv import COL_CHUNK_ELEMENTS, BaseConvolutionLayer, prod
 WINOGRAD_MIN_CHANNELS = 16  # per group, in and out: narrower GEMMs run too far below peak
 WINOGRAD_MIN_TILES = 64     # per chunk: fewer leave the filters' transform the larger cost
 POSITION_MIN_CHANNELS = 8   # per group: on fewer, col2im by output position adds runs too short
+POSITION_MAX_PLANE = 1 << 16  # bytes of one image's padded gradient, every channel: col2im by
+                              # position sums it in one plane, which runs slower than col2im's
+                              # plane a channel beyond (GoogLeNet's inception_3b/5x5, 128 KiB, and
+                              # CaffeNet's conv2, 369 KiB, lost 2-3%)
 
 
 @register_layer("Convolution")
@@ -45,8 +49,10 @@ class ConvolutionLayer(BaseConvolutionLayer):
         if self.winograd:
             per_item = 16 * max(self.channels, self.num_output) * tiles
             self.chunk = max(1, min(self.chunk, COL_CHUNK_ELEMENTS // per_item))
+        plane = prod(self.cols.padded) * self.channels * self.weights[0].data.itemsize
         self.by_position = (self.num_spatial == 2 and not self.pointwise
-                            and self.channels // g >= POSITION_MIN_CHANNELS)
+                            and self.channels // g >= POSITION_MIN_CHANNELS
+                            and plane <= POSITION_MAX_PLANE)
 
     def _winograd(self, src, dst, flipped):
         """dst = Winograd's convolution of src (the forward, or with ``flipped`` the input
