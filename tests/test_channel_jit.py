@@ -40,6 +40,21 @@ def test_channel_passes_are_numpys_bits(dtype):
     numpy.testing.assert_array_equal(same[:, [0, 3, 4]], x[:, [0, 3, 4]])
 
 
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_images_first_moves_with_numpys_bias_add(dtype):
+    """(C, n, P) -> (n, C, P) for channels c0..c1 only, the bias added with numpy's rounding
+    (a -0.0 stays -0.0 without a bias, becomes the bias's sum with one)."""
+    src = R.randn(4, 3, 6).astype(dtype)
+    src[1, 2, :2] = (-0.0, numpy.nan)
+    bias = R.randn(4).astype(dtype)
+    for b in (bias, None):
+        y = numpy.full((3, 4, 6), 7, dtype)
+        channel_jit.images_first(src, b, 1, 3, y)
+        want = src.transpose(1, 0, 2) if b is None else src.transpose(1, 0, 2) + b[:, None]
+        assert y[:, 1:3].tobytes() == numpy.ascontiguousarray(want[:, 1:3]).tobytes()
+        assert (y[:, [0, 3]] == 7).all()
+
+
 @pytest.mark.parametrize("in_place", [False, True])
 def test_scale_backward_sums_and_input_gradient(in_place):
     dy, x = R.randn(3, 4, 50).astype(numpy.float32), R.randn(3, 4, 50).astype(numpy.float32)

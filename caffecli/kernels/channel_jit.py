@@ -231,3 +231,25 @@ def channel_totals_moved(x, c0, c1, out, moved):
     as it reads them: a convolution's bias gradient and its gradient's move to the GEMMs'
     channels-first layout in one pass over it."""
     kernel(_channel_totals_moved, fastmath={"reassoc"})(x, c0, c1, out, moved)
+
+
+def _images_first(src, bias, with_bias, c0, c1, y):
+    for c in range(c0, c1):
+        b = bias[c] if with_bias else src.dtype.type(0)
+        for o in range(y.shape[0]):
+            row, source = y[o, c], src[c, o]
+            if with_bias:
+                for i in range(row.shape[0]):
+                    row[i] = source[i] + b
+            else:
+                for i in range(row.shape[0]):
+                    row[i] = source[i]
+
+
+def images_first(src, bias, c0, c1, y):
+    """y (outer, channels, inner) = src (channels, outer, inner) (+ ``bias`` per channel, one
+    rounding) for channels c0..c1: a convolution chunk's product moved into place (LeNet's
+    conv1, 2 cores: 0.10-0.12 ms against numpy's 0.15-0.18)."""
+    with_bias = bias is not None
+    kernel(_images_first)(src, bias if with_bias else numpy.zeros(1, src.dtype), with_bias,
+                          c0, c1, y)
