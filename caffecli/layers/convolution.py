@@ -49,7 +49,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
         if self.winograd:
             per_item = 16 * max(self.channels, self.num_output) * tiles
             self.chunk = max(1, min(self.chunk, COL_CHUNK_ELEMENTS // per_item))
-        plane = prod(self.cols.padded) * self.channels * self.weights[0].data.itemsize
+        plane = prod(self.cols.padded) * self.channels * self.blobs[0].dtype.itemsize
         self.by_position = (self.num_spatial == 2 and not self.pointwise
                             and self.channels // g >= POSITION_MIN_CHANNELS
                             and plane <= POSITION_MAX_PLANE)
