@@ -729,10 +729,10 @@ layer { name: "loss" type: "SoftmaxWithLoss" bottom: "ip" bottom: "label" top: "
 @pytest.mark.parametrize("threads", ["1", "2"])
 def test_seeded_training_repeats_byte_for_byte(tmp_path, threads):
     """With random_seed set, two runs on the same thread count write the same snapshot bytes
-    (no thread split reorders a sum); another seed starts elsewhere and ends elsewhere."""
+    (no thread split reorders a sum); another seed (one thread) starts and ends elsewhere."""
     (tmp_path / "net.prototxt").write_text(SEEDED_CONV_NET)
     snapshots = []
-    for seed in (5, 5, 6):
+    for seed in (5, 5, 6) if threads == "1" else (5, 5):   # another seed: once is enough
         (tmp_path / "solver.prototxt").write_text(
             'net: "net.prototxt"\nbase_lr: 0.01\nmomentum: 0.9\nlr_policy: "fixed"\n'
             'max_iter: 6\nsnapshot_prefix: "s"\nrandom_seed: %d\n' % seed)
@@ -743,4 +743,4 @@ def test_seeded_training_repeats_byte_for_byte(tmp_path, threads):
         (tmp_path / "s_iter_6.caffemodel").unlink()
     assert len(snapshots[0]) > 4 * 57000   # the weights are in it (57,580 parameters)
     assert snapshots[0] == snapshots[1]
-    assert snapshots[0] != snapshots[2]
+    assert snapshots[0] not in snapshots[2:]
