@@ -501,3 +501,47 @@ def test_convolution_by_position_needs_eight_channels_a_group_and_a_small_plane(
                            'kernel_size: 5 group: %d }' % group)
         layer.SetUp([Blob((2, channels, side, side))], [Blob()])
         assert layer.by_position == want
+
+
+@pytest.mark.parametrize("rows,inputs,outputs,bias", [(64, 800, 500, True), (30, 70, 130, False)])
+def test_inner_product_forward_by_output_is_the_same(monkeypatch, rows, inputs, outputs, bias):
+    """A small batch against many outputs computes y.T = W @ x.T: the same values (the same
+    dot products; OpenBLAS's kernels give the same bits) as x @ W.T, the bias added once."""
+    from caffecli import context
+    from caffecli.blob import Blob
+    from caffecli.layers import inner_product
+    from gradcheck import make_layer
+    x = R.randn(rows, inputs).astype(numpy.float32)
+    got = []
+    for by_output in (True, False):
+        if not by_output:
+            monkeypatch.setattr(inner_product, "BY_OUTPUT_RATIO", 1 << 30)
+        context.set_random_seed(2)
+        layer = make_layer('type: "InnerProduct" inner_product_param { num_output: %d '
+                           'bias_term: %s weight_filler { type: "gaussian" std: 0.1 } '
+                           'bias_filler { type: "gaussian" std: 1 } }'
+                           % (outputs, "true" if bias else "false"))
+        bottom, top = [Blob(x.shape)], [Blob()]
+        bottom[0].data[...] = x
+        layer.SetUp(bottom, top)
+        assert layer._by_output(x, top[0].data) == by_output
+        layer.Forward(bottom, top)
+        got.append(top[0].data.copy())
+    want = x.astype(numpy.float64) @ layer.blobs[0].data.T.astype(numpy.float64)
+    if bias:
+        want += layer.blobs[1].data
+    numpy.testing.assert_allclose(got[0], want, rtol=1e-4, atol=1e-4)
+    assert got[0].tobytes() == got[1].tobytes()
+
+
+def test_inner_product_forward_by_output_only_for_a_small_batch():
+    """Not for 256 items, fewer than 4x as many outputs as items, or transposed weights."""
+    from caffecli.blob import Blob
+    from gradcheck import make_layer
+    for rows, outputs, transpose, want in ((64, 256, False, True), (64, 255, False, False),
+                                           (129, 4096, False, False), (64, 500, True, False)):
+        layer = make_layer('type: "InnerProduct" inner_product_param { num_output: %d '
+                           'transpose: %s }' % (outputs, "true" if transpose else "false"))
+        bottom, top = [Blob((rows, 40))], [Blob()]
+        layer.SetUp(bottom, top)
+        assert layer._by_output(bottom[0].data, top[0].data) == want

@@ -1,10 +1,22 @@
 """InnerProduct: a fully connected layer, y = x W^T + b (or x W with transpose: true)."""
+import numpy
+
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels import skinny_jit
 from ..kernels.channel_sums import channel_sums
 from ..kernels.gemm import gemm
 from ..layer import Layer
 from ..registry import register_layer
+
+# A batch of at most BY_OUTPUT_MAX_ROWS items and at least BY_OUTPUT_RATIO times as many outputs
+# has its forward computed transposed, W @ x.T, which OpenBLAS runs faster than x @ W.T with the
+# same dot products. 2-core EPYC: CaffeNet's fc6 and fc7 at batch 64 37.6 -> 31.8 ms and
+# 19.1 -> 15.4 ms, fc6 at batch 32 30.6-43.7 -> 19.7-20.5 ms, 100 x 2048 -> 1000 3.1 -> 2.7 ms,
+# LeNet's ip1 level; at 256 items level both ways (47.3 against 48.5 ms). The input gradient
+# stays dy @ W: transposed it ran 10-15% slower.
+BY_OUTPUT_MAX_ROWS = 128
+BY_OUTPUT_RATIO = 4
 
 
 @register_layer("InnerProduct")
@@ -47,9 +59,24 @@ class InnerProductLayer(Layer):
     def forward(self, bottom, top):
         x = bottom[0].data.reshape(self.M, self.K)
         y = top[0].data.reshape(self.M, self.num_output)
+        if self._by_output(x, y):
+            yt = gemm(self.xp, self.weights[0].data, x.T,
+                      self.scratch("_yt", (self.num_output, self.M), y.dtype))
+            if self.bias_term:   # one rounding, as adding the bias after
+                numpy.add(yt.T, self.weights[1].data, out=y)
+            else:
+                y[...] = yt.T
+            return
         gemm(self.xp, x, self._weight(), y)
         if self.bias_term:
             y += self.weights[1].data
+
+    def _by_output(self, x, y):
+        """Whether the forward computes y.T = W @ x.T (host arrays, W not transposed, a batch
+        small against the outputs, no compiled few-row product instead)."""
+        return (self.xp is numpy and not self.transpose and self.M <= BY_OUTPUT_MAX_ROWS
+                and self.M * BY_OUTPUT_RATIO <= self.num_output
+                and not skinny_jit.applies(x, self._weight(), y))
 
     def backward(self, top, propagate_down, bottom):
         dy = top[0].diff.reshape(self.M, self.num_output)
