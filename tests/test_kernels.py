@@ -1,5 +1,6 @@
 """Host kernels: BLAS GEMMs into given buffers."""
 import functools
+import os
 import threading
 
 import numpy
@@ -545,3 +546,21 @@ def test_inner_product_forward_by_output_only_for_a_small_batch():
         bottom, top = [Blob((rows, 40))], [Blob()]
         layer.SetUp(bottom, top)
         assert layer._by_output(bottom[0].data, top[0].data) == want
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+def test_a_closure_driver_loads_from_the_disk_cache_in_a_new_process(tmp_path):
+    """im2col's parts hold compiled kernels in their closure; a second process finds the first
+    one's cache entry instead of compiling again and adding one (numba's own key pickled the
+    kernels with a fresh id each process)."""
+    import subprocess
+    import sys
+    code = ("import numpy; from caffecli.kernels import im2col_jit as k; "
+            "k.im2col(numpy.ones((2, 3, 6, 6), numpy.float32), (1, 1), (1, 1), (0, 0), False, "
+            "numpy.empty((3, 3, 3, 2, 4, 4), numpy.float32))")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), OMP_NUM_THREADS="1")
+    entries = []
+    for _ in range(2):
+        subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
+        entries.append(sorted(p.name for p in tmp_path.rglob("*parts*.nbc")))
+    assert entries[0] and entries[1] == entries[0]
