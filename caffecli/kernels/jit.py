@@ -83,12 +83,14 @@ def _njit(fn, **options):
 
 def _stable(value):
     """What identifies a closure cell's value in any process: a function (or a compiled one's
-    Python function) by its module, name, bytecode and own cells; anything else by its repr."""
+    Python function) by its module, name, bytecode and own cells; anything else by numba's
+    own pickle of it, as numba's key does."""
     py = getattr(value, "py_func", value)
     if isinstance(py, types.FunctionType):
         return (py.__module__, py.__qualname__, py.__code__.co_code,
                 tuple(_stable(c.cell_contents) for c in py.__closure__ or ()))
-    return repr(value)
+    from numba.core.serialize import dumps
+    return dumps(value)
 
 
 _closure_cache = []
