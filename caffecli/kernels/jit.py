@@ -89,11 +89,10 @@ def _stable(value):
     if isinstance(py, types.FunctionType):
         return (py.__module__, py.__qualname__, py.__code__.co_code,
                 tuple(_stable(c.cell_contents) for c in py.__closure__ or ()))
-    from numba.core.serialize import dumps
-    return dumps(value)
+    return _closure_cache[1](value)
 
 
-_closure_cache = []
+_closure_cache = []   # the cache class and numba's pickle, once numba's internals are found
 
 
 def _closure_cache_class():
@@ -104,6 +103,7 @@ def _closure_cache_class():
     with this key) and added an entry each time (359 MB of them in this checkout's cache)."""
     if not _closure_cache:
         from numba.core.caching import FunctionCache
+        from numba.core.serialize import dumps
 
         class _ClosureCache(FunctionCache):
             def _index_key(self, sig, codegen):
@@ -111,7 +111,7 @@ def _closure_cache_class():
                 cells = repr(tuple(_stable(c.cell_contents) for c in self._py_func.__closure__))
                 return (sig, codegen.magic_tuple(), (hashlib.sha256(code).hexdigest(),
                                                      hashlib.sha256(cells.encode()).hexdigest()))
-        _closure_cache.append(_ClosureCache)
+        _closure_cache.extend((_ClosureCache, dumps))
     return _closure_cache[0]
 
 
