@@ -55,8 +55,9 @@ def parallel(driver, threaded=False):
 
 
 def _once(key, make):
-    """The compiled function kept under ``key``, made by ``make()`` the first time (one thread
-    compiles; a kernel compiling its callees takes the lock again)."""
+    """The compiled function (or other compile-time object) kept under ``key``, made by
+    ``make()`` the first time (one thread compiles; a kernel compiling its callees takes the
+    lock again)."""
     jitted = _compiled.get(key)
     if jitted is None:
         with _lock:
@@ -68,51 +69,48 @@ def _once(key, make):
 
 def _njit(fn, **options):
     """numba.njit(**options)(fn), cached on disk, or in memory where no cache location is
-    writable. A closure's cache entries are keyed by what its cells hold (_ClosureCache)."""
+    writable. A closure's cache entries are keyed by what its cells hold (_closure_cache)."""
     try:
         jitted = numba.njit(cache=True, **options)(fn)
     except RuntimeError:
         return numba.njit(**options)(fn)
     if fn.__closure__:
         try:
-            jitted._cache = _closure_cache_class()(fn)
+            jitted._cache = _once(_closure_cache, _closure_cache)(fn)
         except (ImportError, AttributeError):   # another numba's internals: numba's own key
             pass
     return jitted
 
 
-def _stable(value):
+def _stable(value, pickle):
     """What identifies a closure cell's value in any process: a function (or a compiled one's
-    Python function) by its module, name, bytecode and own cells; anything else by numba's
-    own pickle of it, as numba's key does."""
+    Python function) by its module, name, bytecode and own cells; anything else by
+    ``pickle`` (numba's), as numba's key does."""
     py = getattr(value, "py_func", value)
     if isinstance(py, types.FunctionType):
         return (py.__module__, py.__qualname__, py.__code__.co_code,
-                tuple(_stable(c.cell_contents) for c in py.__closure__ or ()))
-    return _closure_cache[1](value)
+                tuple(_stable(c.cell_contents, pickle) for c in py.__closure__ or ()))
+    return pickle(value)
 
 
-_closure_cache = []   # the cache class and numba's pickle, once numba's internals are found
+def _closure_cache():
+    """numba's FunctionCache keyed by ``_stable`` cells (made once: ``_once``). numba's own key
+    pickles the cells, and a compiled function pickles with a fresh id in every process: the
+    drivers that hold kernels in their cells (im2col's and pooling's parts) missed the disk
+    cache in every process, compiled again (300 iterations of LeNet's `caffecli train`:
+    7.3-7.6 s against 5.3-5.4 s with this key) and added an entry each time (359 MB of them in
+    this checkout's cache)."""
+    from numba.core.caching import FunctionCache
+    from numba.core.serialize import dumps
 
-
-def _closure_cache_class():
-    """numba's FunctionCache keyed by ``_stable`` cells. numba's own key pickles the cells, and
-    a compiled function pickles with a fresh id in every process: the drivers that hold kernels
-    in their cells (im2col's and pooling's parts) missed the disk cache in every process,
-    compiled again (300 iterations of LeNet's `caffecli train`: 7.3-7.6 s against 5.3-5.4 s
-    with this key) and added an entry each time (359 MB of them in this checkout's cache)."""
-    if not _closure_cache:
-        from numba.core.caching import FunctionCache
-        from numba.core.serialize import dumps
-
-        class _ClosureCache(FunctionCache):
-            def _index_key(self, sig, codegen):
-                code = self._py_func.__code__.co_code
-                cells = repr(tuple(_stable(c.cell_contents) for c in self._py_func.__closure__))
-                return (sig, codegen.magic_tuple(), (hashlib.sha256(code).hexdigest(),
-                                                     hashlib.sha256(cells.encode()).hexdigest()))
-        _closure_cache.extend((_ClosureCache, dumps))
-    return _closure_cache[0]
+    class ClosureCache(FunctionCache):
+        def _index_key(self, sig, codegen):
+            code = self._py_func.__code__.co_code
+            cells = repr(tuple(_stable(c.cell_contents, dumps)
+                               for c in self._py_func.__closure__))
+            return (sig, codegen.magic_tuple(), (hashlib.sha256(code).hexdigest(),
+                                                 hashlib.sha256(cells.encode()).hexdigest()))
+    return ClosureCache
 
 
 def _linked(fn, **extra):
