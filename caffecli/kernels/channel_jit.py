@@ -235,10 +235,10 @@ def channel_totals_moved(x, c0, c1, out, moved):
 
 def _images_first(src, bias, with_bias, c0, c1, y):
     for c in range(c0, c1):
-        b = bias[c] if with_bias else src.dtype.type(0)
         for o in range(y.shape[0]):
             row, source = y[o, c], src[c, o]
             if with_bias:
+                b = bias[c]
                 for i in range(row.shape[0]):
                     row[i] = source[i] + b
             else:

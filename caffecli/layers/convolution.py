@@ -226,13 +226,12 @@ class ConvolutionLayer(BaseConvolutionLayer):
                     gemm_stack(xp, wt, dyt, dx[n0].reshape(g, self.kernel_dim, P))
                     continue
                 # the input gradient's columns overwrite the forward's (Caffe's col_buffer)
+                self._cached = False
                 if self.by_position and jit.usable(dyt, dx):
                     self._input_gradient_by_position(dyt, dx[n0:n1])
-                    self._cached = False
                     continue
                 dcol = gemm_stack(xp, wt, dyt, self.cols.column_buffer(
                     xp, (g, self.kernel_dim, P * nb), dy.dtype))
-                self._cached = False
                 if self.pointwise:
                     self._images_first(dcol, dx[n0:n1])
                     continue
