@@ -36,6 +36,7 @@ SHARED = next((p for p in (os.path.join(os.path.dirname(ROOT), "shared"),
               os.path.join(os.path.dirname(ROOT), "shared"))
 sys.path.insert(0, ROOT)
 from caffecli import context  # noqa: E402  (before numpy: its BLAS reads caffecli's settings)
+from caffecli.kernels import threads  # noqa: E402
 from caffecli.kernels.threads import num_threads  # noqa: E402
 from caffecli.net import Net, TRAIN  # noqa: E402
 from caffecli.proto.io import read_net_param  # noqa: E402
@@ -47,6 +48,15 @@ NETS = {
     "googlenet": os.path.join(SHARED, "zoo", "bvlc_googlenet__deploy.prototxt"),
     "resnet50": os.path.join(SHARED, "nets", "KaimingHe__ResNet-50-deploy.prototxt"),
 }
+
+
+def start_kernel_threads():
+    """Start caffecli's kernel threads now and name them (torch loads first: its OpenMP
+    runtime then starts under its own settings, as in a torch-only process)."""
+    if threads.start():
+        from caffecli.kernels.jit import numba
+        return "numba's %s layer for 3+ parts, else caffecli's pool" % numba.threading_layer()
+    return "caffecli's pool"
 
 
 def machine():
@@ -362,12 +372,13 @@ def main(argv=None):
         import torch
     except ImportError:
         raise SystemExit("PyTorch is needed for the comparison: pip install torch (CPU wheel)")
+    kernel_threads = start_kernel_threads()
     model, cores = machine()
     torch.set_num_threads(num_threads())  # as caffecli's: OMP_NUM_THREADS, else the affinity
     rate = sgemm_gflops()
-    print("machine: %s, %d cores (OMP_NUM_THREADS=%s); torch %s, %d threads"
-          % (model, cores, os.environ.get("OMP_NUM_THREADS", "unset"), torch.__version__,
-             torch.get_num_threads()))
+    print("machine: %s, %d cores (OMP_NUM_THREADS=%s); torch %s, %d threads; caffecli's "
+          "compiled kernels on %s" % (model, cores, os.environ.get("OMP_NUM_THREADS", "unset"),
+                                      torch.__version__, torch.get_num_threads(), kernel_threads))
     print("sgemm rate: %.1f GFLOP/s (2048^3, scipy BLAS); OpenBLAS kernels %s "
           "(OPENBLAS_CORETYPE=%s)" % (rate, blas_kernels(),
                                       os.environ.get("OPENBLAS_CORETYPE", "unset")))

@@ -62,10 +62,12 @@ def probe(nets, rounds):
     """This process's figures (one thread count) as a dict, printed as JSON."""
     import bench_cpu
     import torch
+    kernel_threads = bench_cpu.start_kernel_threads()
     from caffecli.kernels.threads import num_threads
     torch.set_num_threads(num_threads())
     spent = product_timer()
-    out = {"threads": num_threads(), "handoff_us": handoff_us(), "nets": {}}
+    out = {"threads": num_threads(), "handoff_us": handoff_us(), "nets": {},
+           "kernel_threads": kernel_threads}
     for name in nets:
         net = bench_cpu.caffecli_net(bench_cpu.NETS[name])
         twin = bench_cpu.torch_twin(net)
@@ -123,6 +125,7 @@ def main(argv=None):
         if proc.returncode:
             raise SystemExit("the probe at %s threads failed:\n%s" % (count, proc.stderr))
         results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    print("caffecli's compiled kernels on " + results[-1]["kernel_threads"])
     header = "%-34s" % "threads" + "".join("%9d" % r["threads"] for r in results)
     print(header)
     print("%-34s" % "hand-off to the kernel threads, us"

@@ -1,6 +1,8 @@
 """Host kernels: BLAS GEMMs into given buffers."""
 import functools
 import os
+import subprocess
+import sys
 import threading
 
 import numpy
@@ -121,11 +123,10 @@ def test_for_parts_inside_a_part_or_from_two_threads_runs_whole(monkeypatch):
 
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 def test_for_native_takes_numbas_threads_only_when_free(monkeypatch):
-    """CAFFECLI_NATIVE_THREADS=1: a split starts its parts on numba's threads; while another
-    split holds the threads, in a forked child, or by default, the serial driver runs each part
-    on the pool; the values are the same."""
+    """A split of three or more parts starts them on numba's threads; two parts, a split while
+    another holds the threads, in a forked child, or with CAFFECLI_NATIVE_THREADS=0, the serial
+    driver runs each part on the pool; the values are the same."""
     from caffecli.kernels import relu_jit
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.setattr("caffecli.kernels.jit.PASS_MIN_PART", 1)
     x = R.randn(1000).astype(numpy.float32)
     want = numpy.maximum(x, 0)
@@ -133,9 +134,11 @@ def test_for_native_takes_numbas_threads_only_when_free(monkeypatch):
     real = jit.parallel
     monkeypatch.setattr(jit, "parallel", lambda d, threaded=False: kinds.append(threaded)
                         or real(d, threaded))
-    for native, busy, forked, threaded in ((True, False, False, True), (True, True, False, False),
-                                           (True, False, True, False),
-                                           (False, False, False, False)):
+    for count, native, busy, forked, threaded in (
+            ("3", True, False, False, True), ("2", True, False, False, False),
+            ("3", True, True, False, False), ("3", True, False, True, False),
+            ("3", False, False, False, False)):
+        monkeypatch.setenv("OMP_NUM_THREADS", count)
         monkeypatch.setattr(threads_mod, "NATIVE", native)
         monkeypatch.setattr(threads_mod, "_native", [not forked])
         y = numpy.full_like(x, 7)
@@ -147,8 +150,38 @@ def test_for_native_takes_numbas_threads_only_when_free(monkeypatch):
             if busy:
                 threads_mod._pool.busy.release()
         assert numpy.array_equal(y, want)
-        assert kinds[-1] is threaded
+        assert kinds[-1] is threaded, (count, native, busy, forked)
         kinds.clear()
+
+
+def test_pool_parts_grow_as_the_root_of_the_work(monkeypatch):
+    """Pool threads start one after another, so a split of the default part size takes about
+    sqrt(elements / part) parts; a given part size, numba's threads and two threads are not
+    capped."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "16")
+    part = threads_mod.MIN_PART_ELEMENTS
+    assert threads_mod._parts(64, 2 * part, None) == 2
+    assert threads_mod._parts(64, 9 * part, None) == 3
+    assert threads_mod._parts(64, 100 * part, None) == 10
+    assert threads_mod._parts(64, 1000 * part, None) == 16
+    assert threads_mod._parts(64, 100 * part, part) == 16          # its own part size
+    assert threads_mod._parts(64, 100 * part, None, pooled=False) == 16
+    assert threads_mod._parts(6, 100 * part, None) == 6            # no more parts than items
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    assert threads_mod._parts(64, 3 * part, None) == 2
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("named", ["", "omp"])
+def test_kernel_threads_are_numbas_work_queue_unless_a_layer_is_named(named):
+    """numba's work queue shares no OpenMP runtime with other libraries (PyTorch's); a layer
+    the user names in NUMBA_THREADING_LAYER is kept."""
+    env = dict(os.environ, NUMBA_THREADING_LAYER=named)
+    code = ("from caffecli.kernels import threads; assert threads.start(); "
+            "import numba; print(numba.threading_layer())")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[-1] == (named or "workqueue")
 
 
 @pytest.mark.parametrize("text,shape", [
@@ -168,7 +201,7 @@ def test_for_native_takes_numbas_threads_only_when_free(monkeypatch):
 ])
 def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
     """Layers whose host work is split across threads: one part or many, on the pool or on
-    numba's own threads (CAFFECLI_NATIVE_THREADS=1), the same values."""
+    numba's own threads, the same values."""
     from caffecli import context
     from caffecli.blob import Blob
     from caffecli.kernels import threads
@@ -369,9 +402,6 @@ def test_skinny_products_only_where_they_pay(monkeypatch):
 def test_numpy_blas_serves_only_when_it_loaded_after_caffecli(first, quiet):
     """numpy's BLAS reads OPENBLAS_THREAD_TIMEOUT when it loads: loaded before caffecli set it,
     its threads would spin, so the products stay on scipy's BLAS."""
-    import os
-    import subprocess
-    import sys
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
     out = subprocess.run([sys.executable, "-c", first + "; import caffecli.kernels.gemm as g; "
                           "print(g.NUMPY_BLAS_QUIET, caffecli.NUMPY_BLAS_QUIET)"],
@@ -553,8 +583,6 @@ def test_a_closure_driver_loads_from_the_disk_cache_in_a_new_process(tmp_path):
     """im2col's parts hold compiled kernels in their closure; a second process finds the first
     one's cache entry instead of compiling again and adding one (numba's own key pickled the
     kernels with a fresh id each process)."""
-    import subprocess
-    import sys
     code = ("import numpy; from caffecli.kernels import im2col_jit as k; "
             "k.im2col(numpy.ones((2, 3, 6, 6), numpy.float32), (1, 1), (1, 1), (0, 0), False, "
             "numpy.empty((3, 3, 3, 2, 4, 4), numpy.float32))")

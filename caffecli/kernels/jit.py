@@ -47,11 +47,7 @@ def parallel(driver, threaded=False):
     parallel loops where ``threaded`` (its parts start at once on numba's threads), else as a
     plain loop (kernels/threads.py's pool runs it a part at a time, without the GIL). The plain
     functions of its module that it calls (or holds in its closure) are compiled first."""
-    def make():
-        if threaded:
-            _choose_threading_layer()
-        return _compile_driver(driver, threaded)
-    return _once((driver, threaded), make)
+    return _once((driver, threaded), lambda: _compile_driver(driver, threaded))
 
 
 def _once(key, make):
@@ -139,22 +135,15 @@ def _compile_driver(driver, parallel_loops):
     return _njit(fn, nogil=True, error_model="numpy", parallel=parallel_loops)
 
 
-def _choose_threading_layer():
-    """GNU OpenMP first (its threads take a part in ~8 us; TBB's and numba's own work queue
-    took 5-20x longer on the benchmarks' hosts), unless the user named a layer; its threads
-    sleep as soon as a part is done (OMP_WAIT_POLICY=PASSIVE unless the user set one), since
-    spinning ones take the cores from BLAS's threads (LeNet 12 -> 24 ms a pass on 2 cores).
-    The policy is set only while OpenMP starts: other OpenMP libraries (PyTorch's) keep theirs."""
+def start_threads():
+    """Start numba's threading layer: its own work queue unless the user named another. On 16
+    cores it ran LeNet as fast as GNU OpenMP's (8.6 against 8.4 ms a pass) without sharing an
+    OpenMP runtime with other libraries: numba's OpenMP binds to one loaded first (PyTorch's,
+    whose threads spin: a 50x500 @ 500x4096 product after a region took 0.46 -> 12 ms) and
+    one loaded after binds to it (PyTorch's LeNet 4.8 -> 6.1 ms under a passive policy)."""
     if not os.environ.get("NUMBA_THREADING_LAYER"):
-        numba.config.THREADING_LAYER_PRIORITY = ["omp", "tbb", "workqueue"]
-    unset = "OMP_WAIT_POLICY" not in os.environ
-    if unset:
-        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    try:
-        numba.get_num_threads()   # starts the threading layer now, under this policy
-    finally:
-        if unset:
-            del os.environ["OMP_WAIT_POLICY"]
+        numba.config.THREADING_LAYER = "workqueue"
+    numba.get_num_threads()   # starts the threading layer now
 
 
 def use_threads(n):

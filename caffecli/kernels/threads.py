@@ -2,12 +2,15 @@
 pool of threads running the same numpy code on disjoint slices (images of a batch, channels)
 keeps every core busy where one numpy call would use one. The calling thread runs the first
 part itself. Each pool thread waits on a lock of its own, so a hand-off is one lock release and
-one acquire back (about 14 us on the 2-core EPYC, against 50 us through a queue and futures).
+one acquire back (about 14 us on the 2-core EPYC, against 50 us through a queue and futures),
+but the threads take the GIL one after another to start: compiled kernels split into three or
+more parts start them all at once on numba's threads instead (``for_native``).
 
 Each part writes its own slice and nothing is summed across parts, so the results are the same
 bits for any thread count. The count follows OMP_NUM_THREADS, else the CPU affinity, as BLAS's
 does; device arrays (and one thread) run the whole range in one call: the reference path.
 """
+import math
 import os
 import threading
 
@@ -89,25 +92,45 @@ class _Pool:
 _pool = _Pool()
 
 
-# Parts on numba's OpenMP threads: one native hand-off (~8 us on 16 cores against ~270 us for
-# this pool, whose threads take the GIL one after another), level on 2 cores, but on the
-# 16-core host whole nets ran 3-5x slower (BLAS's products beside OpenMP's threads: CaffeNet's
-# conv4 forward 4.4 -> 39 ms), so it is opt in until that is understood.
-NATIVE = os.environ.get("CAFFECLI_NATIVE_THREADS", "0") == "1"
-_native = [True]   # numba's threads may be used (not in a forked child: OpenMP is not fork-safe)
+# A compiled kernel's parts start at once on numba's threads where there are three or more:
+# one native hand-off, against one GIL hand-over per pool thread (169 us for 16 threads); on
+# 16 cores LeNet's pass took 8.6 ms against the pool's 9.3 (13.3 before the pool's parts were
+# capped), CaffeNet's 108 against 124 ms. Two parts hand off as cheaply on the pool (one lock
+# release; level on 2 cores, where numba's work queue lost 2-4 ms a pass).
+NATIVE = os.environ.get("CAFFECLI_NATIVE_THREADS", "1") != "0"
+_native = []   # once decided: whether numba's threads can take the parts
+
+
+def start():
+    """Start numba's threads for the compiled kernels (once); whether they take the parts: not
+    with CAFFECLI_NATIVE_THREADS=0, without numba, or in a forked child (its threads are not
+    fork-safe)."""
+    if not _native:
+        from . import jit
+        _native.append(NATIVE and jit.INSTALLED)
+        if _native[0]:
+            jit.start_threads()
+    return NATIVE and _native[0]
 
 
 def _after_fork():
     global _pool
     _pool = _Pool()   # a forked child has none of the parent's threads
-    _native[0] = False
+    _native[:] = [False]
 
 
 os.register_at_fork(after_in_child=_after_fork)
 
 
-def _parts(n, elements, min_part):
-    return min(num_threads(), n, max(1, elements // (min_part or MIN_PART_ELEMENTS)))
+def _parts(n, elements, min_part, pooled=True):
+    """How many parts: one a thread, each of at least ``min_part`` elements. On the pool, whose
+    threads take the GIL one after another to start theirs, at most sqrt(elements / min_part)
+    parts of the default size: the fewest hand-offs plus work a part (16 cores: LeNet
+    13.3 -> 9.3 ms a pass)."""
+    worth = max(1, elements // (min_part or MIN_PART_ELEMENTS))
+    if pooled and min_part is None and worth > 2:
+        worth = max(2, round(math.sqrt(worth)))
+    return min(num_threads(), n, worth)
 
 
 def _bounds(n, parts):
@@ -129,12 +152,12 @@ def for_parts(xp, fn, n, elements, min_part=None):
 
 def for_native(driver, n, elements, *args, min_part=None):
     """``driver(bounds, *args)`` (a compiled kernel's parts: kernels/jit.py's ``parallel``) over
-    consecutive parts of range(n), as ``for_parts`` splits them: each part the serial driver on
-    this module's pool (compiled code without the GIL), or with CAFFECLI_NATIVE_THREADS=1 all of
-    them at once on numba's own threads (see NATIVE). Host arrays only."""
+    consecutive parts of range(n), as ``for_parts`` splits them: all at once on numba's own
+    threads (``start``), else each part the serial driver on this module's pool (compiled code
+    without the GIL). Host arrays only."""
     from .jit import parallel, use_threads
-    parts = _parts(n, elements, min_part) if NATIVE and _native[0] else 1
-    if parts > 1 and _pool.busy.acquire(blocking=False):
+    parts = _parts(n, elements, min_part, pooled=False)
+    if parts > 2 and start() and _pool.busy.acquire(blocking=False):
         try:
             threaded = parallel(driver, threaded=True)
             use_threads(parts)   # one part a thread: no thread woken for nothing
