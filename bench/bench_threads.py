@@ -71,8 +71,8 @@ def probe(nets, rounds):
     for name in nets:
         net = bench_cpu.caffecli_net(bench_cpu.NETS[name])
         twin = bench_cpu.torch_twin(net)
-        bench_cpu.caffecli_pass(net)
         twin()
+        bench_cpu.caffecli_pass(net)   # after torch's: its threads spin a while after a pass
         passes, theirs = [], []
         kinds = collections.defaultdict(lambda: ([], []))
         for _ in range(rounds):
