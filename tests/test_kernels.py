@@ -98,6 +98,59 @@ def test_for_parts_covers_the_range_once_and_raises_a_pool_threads_error(monkeyp
     assert seen.tolist() == [1] * 10
 
 
+@pytest.mark.skipif(not (jit.INSTALLED and hasattr(os, "sched_yield")),
+                    reason="the spinning hand-off needs numba and sched_yield")
+def test_handoff_waits_for_its_count_spinning_or_asleep():
+    """A wait returns once the counter reaches its target, whether it finds it spinning or
+    must sleep; a wake left over from a post that raced its waiter's sleep does not end a
+    later wait early."""
+    from caffecli.kernels import handoff
+    signal = handoff.Signal()
+    seen = []
+
+    def waiter(target, spins):
+        signal.wait(target, spins)
+        seen.append(int(signal.flags[handoff.COUNTER]))
+    for target, spins in ((1, 1 << 20), (2, 0), (3, 1)):
+        t = threading.Thread(target=waiter, args=(target, spins))
+        t.start()
+        t.join(0.05)
+        assert t.is_alive(), "returned before its count"
+        signal.post(target)
+        t.join(5)
+        assert not t.is_alive() and seen[-1] >= target
+    # the stray wake: the waiter marked itself asleep, then saw the count and went on
+    signal.flags[handoff.SLEEPER] = 1
+    signal.post(4)
+    signal.flags[handoff.SLEEPER] = 0
+    t = threading.Thread(target=waiter, args=(5, 0))
+    t.start()
+    t.join(0.05)
+    assert t.is_alive(), "a stray wake ended the wait"
+    signal.post(5)
+    t.join(5)
+    assert not t.is_alive() and seen[-1] == 5
+
+
+@pytest.mark.parametrize("spin", [True, False])
+def test_pool_hands_off_by_spinning_or_by_semaphore(monkeypatch, spin):
+    """The pool's workers spin for their parts where numba and sched_yield are at hand (not
+    with CAFFECLI_SPIN_WAIT=0), else sleep on a semaphore; either way each part runs once, and
+    many splits in a row each wait for their own parts."""
+    monkeypatch.setattr(threads_mod, "SPIN_WAIT", spin)
+    monkeypatch.setattr(threads_mod, "_pool", threads_mod._Pool())
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    out = numpy.zeros((200, 9))
+    for i in range(200):
+        threads_mod.for_parts(numpy, lambda a, b: out[i, a:b].__iadd__(i + 1), 9, 1 << 30,
+                              min_part=1)
+    assert (out == numpy.arange(1, 201)[:, None]).all()
+    spinning = spin and jit.INSTALLED and hasattr(os, "sched_yield")
+    kind = "Signal" if spinning else "_Semaphore"
+    assert all(type(w.go).__name__ == kind for w in threads_mod._pool.workers)
+    assert len(threads_mod._pool.workers) == 2
+
+
 def test_for_parts_inside_a_part_or_from_two_threads_runs_whole(monkeypatch):
     """A split that finds the pool busy (a nested split, another thread's) runs on its own
     thread instead of waiting for the pool: it finishes, with every value written once."""

@@ -1,10 +1,10 @@
 """Host array work split across the cores: numpy releases the GIL inside large operations, so a
 pool of threads running the same numpy code on disjoint slices (images of a batch, channels)
 keeps every core busy where one numpy call would use one. The calling thread runs the first
-part itself. Each pool thread waits on a lock of its own, so a hand-off is one lock release and
-one acquire back (about 14 us on the 2-core EPYC, against 50 us through a queue and futures),
-but the threads take the GIL one after another to start: compiled kernels split into three or
-more parts start them all at once on numba's threads instead (``for_native``).
+part itself. A hand-off is a counter each side waits for in compiled code without the GIL,
+spinning a while before it sleeps (kernels/handoff.py; a semaphore without numba), but the
+threads take the GIL one after another to start: compiled kernels split into three or more
+parts start them all at once on numba's threads instead (``for_native``).
 
 Each part writes its own slice and nothing is summed across parts, so the results are the same
 bits for any thread count. The count follows OMP_NUM_THREADS, else the CPU affinity, as BLAS's
@@ -28,34 +28,68 @@ def num_threads():
     return n if n > 0 else len(os.sched_getaffinity(0))
 
 
-class _Worker:
-    """A daemon thread that runs one part at a time: ``start`` hands it over by releasing
-    ``go``; the thread releases ``done`` when the part has run (its error kept for ``join``)."""
+class _Semaphore:
+    """A counter raised by one thread and waited for by one other, asleep: the hand-off where
+    kernels/handoff.py's compiled one is not at hand."""
 
     def __init__(self):
-        self.go, self.done = threading.Lock(), threading.Lock()
-        self.go.acquire()
-        self.done.acquire()
+        self.lock = threading.Semaphore(0)
+
+    def post(self, value):
+        self.lock.release()
+
+    def wait(self, target, spins):
+        self.lock.acquire()
+
+
+# Looks (a sched_yield each, ~0.5 us on the 2-core EPYC) a worker takes for its next part before
+# it sleeps (LeNet's come every 0.1-1 ms; 64 to 4096 ran its pass alike), and the caller for a
+# part to end. LeNet's pass on 2 cores: 10.3 -> 9.9 ms against sleeping at once on both sides.
+WORKER_SPINS = 1024
+JOIN_SPINS = 1 << 14
+SPIN_WAIT = os.environ.get("CAFFECLI_SPIN_WAIT", "1") != "0"
+
+
+def _signal():
+    """kernels/handoff.py's spinning hand-off, where numba compiles it and this platform has
+    sched_yield (not with CAFFECLI_SPIN_WAIT=0 or CAFFECLI_JIT=0); else a semaphore."""
+    from . import jit
+    if SPIN_WAIT and hasattr(os, "sched_yield") and jit.usable():
+        from . import handoff
+        return handoff.Signal()
+    return _Semaphore()
+
+
+class _Worker:
+    """A daemon thread that runs one part at a time: ``start`` raises its ``go`` count; the
+    thread raises ``done`` when the part has run (its error kept for ``join``)."""
+
+    def __init__(self):
+        self.go, self.done = _signal(), _signal()
+        self.sent = 0
         self.part = self.error = None
         threading.Thread(target=self._loop, daemon=True, name="caffecli-kernel").start()
 
     def _loop(self):
+        taken = 0
         while True:
-            self.go.acquire()
+            taken += 1
+            self.go.wait(taken, WORKER_SPINS)
             fn, a, b = self.part
             try:
                 fn(a, b)
             except BaseException as exc:   # re-raised on the calling thread by join
                 self.error = exc
             self.part = None
-            self.done.release()
+            self.done.post(taken)
 
     def start(self, fn, a, b):
         self.part = (fn, a, b)
-        self.go.release()
+        self.sent += 1
+        self.go.post(self.sent)
 
     def join(self):
-        self.done.acquire()
+        self.done.wait(self.sent, JOIN_SPINS)
         error, self.error = self.error, None
         return error
 
