@@ -307,18 +307,18 @@ def conv_relu(slope=0.0, kernel=3, outputs=4, bias=True, shape=(2, 3, 5, 6), ext
 
 
 def count_conv_relu_calls(monkeypatch):
-    return count_calls(monkeypatch, relu_jit, ["images_first_relu", "bias_relu"])
+    return count_calls(monkeypatch, relu_jit, ["split_images_first_relu", "split_bias_relu"])
 
 
 @pytest.mark.parametrize("dtype,slope", [(numpy.float32, 0.0), (numpy.float32, 0.25),
                                          (numpy.float64, 0.25)])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("chunk,kernel,outputs,shape,last_pass", [
-    (None, 3, 4, (2, 3, 5, 6), "images_first_relu"),       # one chunk of both images
-    (None, 1, 4, (3, 3, 5, 6), "images_first_relu"),       # 1x1: the input is the columns
-    (3 * 9 * 30, 3, 4, (3, 3, 5, 6), "bias_relu"),        # chunks of one image, in place
-    (2 * 4 * 9 * 30, 3, 4, (3, 4, 5, 6), "bias_relu"),    # 2 + 1 images: the last one alone
-    (None, 3, 16, (4, 16, 8, 8), "bias_relu"),             # Winograd
+    (None, 3, 4, (2, 3, 5, 6), "split_images_first_relu"),   # one chunk of both images
+    (None, 1, 4, (3, 3, 5, 6), "split_images_first_relu"),   # 1x1: the input is the columns
+    (3 * 9 * 30, 3, 4, (3, 3, 5, 6), "split_bias_relu"),    # chunks of one image, in place
+    (2 * 4 * 9 * 30, 3, 4, (3, 4, 5, 6), "split_bias_relu"),  # 2 + 1 images: the last alone
+    (None, 3, 16, (4, 16, 8, 8), "split_bias_relu"),         # Winograd
 ], ids=["chunk", "1x1", "per-image", "ragged", "winograd"])
 def test_fused_conv_relu_computes_the_layers_values(dtype, slope, bias, chunk, kernel, outputs,
                                                     shape, last_pass, monkeypatch):
@@ -332,13 +332,14 @@ def test_fused_conv_relu_computes_the_layers_values(dtype, slope, bias, chunk, k
     assert [[r.name for r in c.records] for c in net.chains.values()] == [
         ["c1", "r1"], ["c2", "r2"]]
     layer = net.layer_by_name("c1")
-    assert layer.winograd == (last_pass == "bias_relu" and chunk is None)
+    assert layer.winograd == (last_pass == "split_bias_relu" and chunk is None)
     if chunk is not None:
         assert layer.chunk < layer.num
     a = net.blob_by_name("a")
     assert ((a.data == 0) if slope == 0 else (a.data < 0)).any() and (a.data > 0).any()
     assert convolution.ConvolutionLayer.relu_after is None and layer.relu_after is None
-    other = {"images_first_relu": "bias_relu", "bias_relu": "images_first_relu"}[last_pass]
+    other = {"split_images_first_relu": "split_bias_relu",
+             "split_bias_relu": "split_images_first_relu"}[last_pass]
     assert calls[last_pass] == (4 if fusing() else 0) and calls[other] == 0
 
 

@@ -357,8 +357,8 @@ def _skinny_results(monkeypatch, a, b, out_shape, dtype):
     for threads, rows_chunk in (("1", 32), ("2", 32), ("3", 32), ("2", 8)):
         monkeypatch.setenv("OMP_NUM_THREADS", threads)
         monkeypatch.setattr(skinny_jit, "ROWS_CHUNK", rows_chunk)
-        monkeypatch.setattr(skinny_jit, "for_parts", functools.partial(
-            threads_mod.for_parts, min_part=1))
+        monkeypatch.setattr(skinny_jit, "for_native", functools.partial(
+            threads_mod.for_native, min_part=1))
         results.append(gemm(numpy, a, b, numpy.full(out_shape, numpy.nan, dtype)))
     tol = 1e-5 if dtype == numpy.float32 else 1e-13
     numpy.testing.assert_allclose(results[0], a.astype(numpy.float64) @ b.astype(numpy.float64),
@@ -403,8 +403,8 @@ def test_weight_gradient_sums_add_into_the_diff(dtype, rows, outputs, monkeypatc
     monkeypatch.setattr(skinny_jit, "MIN_SUMS_INNER", 100)
     monkeypatch.setattr(skinny_jit, "CHUNK", 256)       # several chunks, a ragged last one
     monkeypatch.setattr(gemm_mod, "_host_gemm", lambda *a: 1 / 0)   # not BLAS
-    monkeypatch.setattr(skinny_jit, "for_parts", functools.partial(threads_mod.for_parts,
-                                                                   min_part=1))
+    monkeypatch.setattr(skinny_jit, "for_native", functools.partial(threads_mod.for_native,
+                                                                    min_part=1))
     dy = numpy.asarray(R.randn(rows, 700), dtype)
     col = numpy.asarray(R.randn(outputs, 700), dtype)
     start = numpy.asarray(R.randn(rows, outputs), dtype)

@@ -12,7 +12,8 @@ the numpy code as the reference and for device arrays.
 """
 import numpy
 
-from .jit import kernel
+from .jit import fast, kernel, prange
+from .threads import for_native
 
 
 def _scale(x, s, b, with_bias, c0, c1, y):
@@ -198,6 +199,7 @@ def chain_backward(d, y, keep, s, std, slope, c0, c1, sums):
                             c0, c1, sums)
 
 
+@fast("reassoc")
 def _channel_totals(x, c0, c1, out):
     for c in range(c0, c1):
         total = 0.0
@@ -211,9 +213,10 @@ def _channel_totals(x, c0, c1, out):
 def channel_totals(x, c0, c1, out):
     """out[c] (float64) = the sum of x[:, c, :] for channels c0..c1 of (outer, channels, inner)
     x: a convolution's bias gradient, in float64 with vectorized (reassociated) row sums."""
-    kernel(_channel_totals, fastmath={"reassoc"})(x, c0, c1, out)
+    kernel(_channel_totals)(x, c0, c1, out)
 
 
+@fast("reassoc")
 def _channel_totals_moved(x, c0, c1, out, moved):
     for c in range(c0, c1):
         total = 0.0
@@ -230,7 +233,7 @@ def channel_totals_moved(x, c0, c1, out, moved):
     """``channel_totals`` that also copies each channel's rows to moved (channels, outer, inner)
     as it reads them: a convolution's bias gradient and its gradient's move to the GEMMs'
     channels-first layout in one pass over it."""
-    kernel(_channel_totals_moved, fastmath={"reassoc"})(x, c0, c1, out, moved)
+    kernel(_channel_totals_moved)(x, c0, c1, out, moved)
 
 
 def _images_first(src, bias, with_bias, c0, c1, y):
@@ -253,3 +256,36 @@ def images_first(src, bias, c0, c1, y):
     with_bias = bias is not None
     kernel(_images_first)(src, bias if with_bias else numpy.zeros(1, src.dtype), with_bias,
                           c0, c1, y)
+
+
+# ---- the same over every channel, split across the threads (threads.for_native) ------------
+def _channel_totals_parts(bounds, x, out):
+    for p in prange(bounds.size - 1):
+        _channel_totals(x, bounds[p], bounds[p + 1], out)
+
+
+def _channel_totals_moved_parts(bounds, x, out, moved):
+    for p in prange(bounds.size - 1):
+        _channel_totals_moved(x, bounds[p], bounds[p + 1], out, moved)
+
+
+def _images_first_parts(bounds, src, bias, with_bias, y):
+    for p in prange(bounds.size - 1):
+        _images_first(src, bias, with_bias, bounds[p], bounds[p + 1], y)
+
+
+def split_channel_totals(x, out, min_part=None):
+    """``channel_totals`` of every channel, channels split across the threads."""
+    for_native(_channel_totals_parts, x.shape[1], x.size, x, out, min_part=min_part)
+
+
+def split_channel_totals_moved(x, out, moved):
+    """``channel_totals_moved`` of every channel, channels split across the threads."""
+    for_native(_channel_totals_moved_parts, x.shape[1], moved.size, x, out, moved)
+
+
+def split_images_first(src, bias, y):
+    """``images_first`` of every channel, channels split across the threads."""
+    with_bias = bias is not None
+    for_native(_images_first_parts, y.shape[1], y.size, src,
+               bias if with_bias else numpy.zeros(1, src.dtype), with_bias, y)

@@ -34,11 +34,22 @@ def usable(*arrays):
                     and a.dtype in (numpy.float32, numpy.float64) for a in arrays))
 
 
-def kernel(fn, fastmath=False):
+def fast(*flags):
+    """Mark a plain kernel function to compile with LLVM's fastmath ``flags`` (e.g. "reassoc":
+    vectorized sums) wherever it compiles: called from Python (``kernel``) or from a driver
+    (``parallel``), which share one compiled copy of it."""
+    def mark(fn):
+        fn.fastmath = frozenset(flags)
+        return fn
+    return mark
+
+
+def kernel(fn, fastmath=None):
     """``fn`` compiled (once, on first use; later processes load it from numba's cache);
-    ``fastmath``: LLVM's flags for it (e.g. {"reassoc"}: vectorized sums). Division follows
+    ``fastmath``: LLVM's flags for it, else those ``fast`` marked it with. Division follows
     C's IEEE rules, as Caffe's loops do: x / 0 is inf or NaN, never an exception."""
-    return _once(fn, lambda: _njit(_linked(fn), nogil=True, fastmath=fastmath,
+    flags = getattr(fn, "fastmath", frozenset()) if fastmath is None else fastmath
+    return _once(fn, lambda: _njit(_linked(fn), nogil=True, fastmath=set(flags) or False,
                                    error_model="numpy"))
 
 

@@ -157,5 +157,28 @@ def images_first_relu(src, bias, slope, c0, c1, y):
                                slope, c0, c1, y)
 
 
+def _bias_relu_parts(bounds, y, bias, with_bias, slope):
+    for p in prange(bounds.size - 1):
+        _bias_relu(y, bias, with_bias, slope, bounds[p], bounds[p + 1])
+
+
+def _images_first_relu_parts(bounds, src, bias, with_bias, slope, y):
+    for p in prange(bounds.size - 1):
+        _images_first_relu(src, bias, with_bias, slope, bounds[p], bounds[p + 1], y)
+
+
+def split_bias_relu(y, bias, slope):
+    """``bias_relu`` of every channel, channels split across the threads (parts of at least
+    PASS_MIN_PART values: a cheap pass)."""
+    for_native(_bias_relu_parts, y.shape[1], y.size, y, _no_bias(y) if bias is None else bias,
+               bias is not None, slope, min_part=jit.PASS_MIN_PART)
+
+
+def split_images_first_relu(src, bias, slope, y):
+    """``images_first_relu`` of every channel, channels split across the threads."""
+    for_native(_images_first_relu_parts, y.shape[1], y.size, src,
+               _no_bias(y) if bias is None else bias, bias is not None, slope, y)
+
+
 def _no_bias(like):
     return numpy.zeros(0, like.dtype)

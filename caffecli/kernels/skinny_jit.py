@@ -27,8 +27,8 @@ split falls: the result does not depend on the thread count.
 import numpy
 
 from . import jit
-from .jit import kernel
-from .threads import for_parts, num_threads
+from .jit import fast, prange
+from .threads import for_native, num_threads
 
 MAX_ROWS = 16          # rows of a: more make the product compute-bound, BLAS's case
 MIN_ROWS_GRADIENT = 2  # one row: BLAS's gemv-like product streams faster than the chunks
@@ -45,6 +45,7 @@ MIN_SUMS_INNER = 1024  # sums 490 long 1.3x slower and its conv1's, 125440 long,
 MAX_SUMS_INNER = 1 << 16
 
 
+@fast("reassoc", "contract")
 def _dots(a, w, o0, o1, out, zero, chunk, accumulate):
     """out[:, o] = a @ w[o] (``accumulate``: out[:, o] += ...) for o0 <= o < o1, column chunk
     by chunk: five or four rows of a by four rows of w where there are four of w (the fives
@@ -157,6 +158,7 @@ def _dots(a, w, o0, o1, out, zero, chunk, accumulate):
                 out[i, r] += s
 
 
+@fast("contract")
 def _rows(a, w, k0, k1, out, part, chunk, group):
     """out[:, k0:k1] = a @ w[:, k0:k1], column chunk by chunk: four rows of w at a time added
     into ``part`` (each row of a's share; four rows of it at once where there are four),
@@ -244,27 +246,29 @@ def applies_sums(a, b, out):
             and b.T.flags.c_contiguous and jit.usable(a, b.T, out))
 
 
+def _dots_parts(bounds, a, w, n, out, zero, chunk, accumulate):
+    for p in prange(bounds.size - 1):
+        _dots(a, w, 4 * bounds[p], min(n, 4 * bounds[p + 1]), out, zero, chunk, accumulate)
+
+
+def _rows_parts(bounds, a, w, k, out, chunk, group):
+    for p in prange(bounds.size - 1):
+        part = numpy.empty((a.shape[0], chunk), out.dtype)
+        _rows(a, w, bounds[p] * chunk, min(k, bounds[p + 1] * chunk), out, part, chunk, group)
+
+
 def product(a, b, out, accumulate=False):
     """out = a @ b (``accumulate``: out += a @ b) for ``applies`` or ``applies_sums`` operands,
-    the rows of b.T split across threads."""
-    w, n = b.T, out.shape[1]
-    dots = kernel(_dots, fastmath={"reassoc", "contract"})
-    zero = out.dtype.type(0)
-    chunk = min(CHUNK, a.shape[1])
-    quads = -(-n // 4)
-    for_parts(numpy, lambda q0, q1: dots(a, w, 4 * q0, min(n, 4 * q1), out, zero, chunk,
-                                         accumulate), quads, b.size)
+    the rows of b.T split across threads in fours."""
+    n = out.shape[1]
+    for_native(_dots_parts, -(-n // 4), b.size, a, b.T, n, out, out.dtype.type(0),
+               min(CHUNK, a.shape[1]), accumulate)
     return out
 
 
 def rows_product(a, b, out):
     """out = a @ b for ``applies_rows`` operands, chunks of b's columns split across threads."""
-    rows = kernel(_rows, fastmath={"contract"})
     k = b.shape[1]
     chunk = min(ROWS_CHUNK, max(64, -(-k // (64 * num_threads())) * 64))
-
-    def part(c0, c1):
-        rows(a, b, c0 * chunk, min(k, c1 * chunk), out,
-             numpy.empty((a.shape[0], chunk), out.dtype), chunk, GROUP)
-    for_parts(numpy, part, -(-k // chunk), b.size)
+    for_native(_rows_parts, -(-k // chunk), b.size, a, b, k, out, chunk, GROUP)
     return out

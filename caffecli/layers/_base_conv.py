@@ -354,9 +354,8 @@ class BaseConvolutionLayer(Layer):
         nb, c = n1 - n0, x.shape[1]
         out = self.scratch(name, (self.group, c // self.group, nb * x[0, 0].size), x.dtype)
         if totals is not None:
-            src = x[n0:n1].reshape(nb, c, -1)
-            for_parts(numpy, lambda c0, c1: channel_jit.channel_totals_moved(
-                src, c0, c1, totals, out.reshape(c, nb, -1)), c, out.size)
+            channel_jit.split_channel_totals_moved(x[n0:n1].reshape(nb, c, -1), totals,
+                                                   out.reshape(c, nb, -1))
             return out
         src, dst = x[n0:n1].reshape(nb, c, -1).transpose(1, 0, 2), out.reshape(c, nb, -1)
         for_parts(self.xp, lambda c0, c1: dst[c0:c1].__setitem__(Ellipsis, src[c0:c1]), c,
@@ -370,9 +369,7 @@ class BaseConvolutionLayer(Layer):
         nb, c = dst.shape[:2]
         src, out = stack.reshape(c, nb, -1), dst.reshape(nb, c, -1).transpose(1, 0, 2)
         if jit.usable(stack, dst, *(() if bias is None else (bias,))):
-            moved = dst.reshape(nb, c, -1)
-            for_parts(numpy, lambda c0, c1: channel_jit.images_first(src, bias, c0, c1, moved),
-                      c, dst.size)
+            channel_jit.split_images_first(src, bias, dst.reshape(nb, c, -1))
             return
 
         def part(c0, c1):
@@ -408,8 +405,7 @@ class BaseConvolutionLayer(Layer):
                 return
             if jit.usable(dy, diff):
                 totals = self.scratch("_bias_totals", (dy.shape[1],), numpy.float64)
-                for_parts(numpy, lambda c0, c1: channel_jit.channel_totals(dy, c0, c1, totals),
-                          dy.shape[1], dy.size, jit.PASS_MIN_PART)
+                channel_jit.split_channel_totals(dy, totals, jit.PASS_MIN_PART)
                 diff[...] += totals
             else:
                 diff[...] += dy.sum(axis=(0, 2))

@@ -1,6 +1,5 @@
 """Convolution: im2col and grouped GEMMs over a chunk of images, a plain GEMM for 1x1 kernels
 (Caffe's conv_layer), or Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``."""
-import numpy
 
 from ..kernels import device, im2col_jit, jit, relu_jit, winograd
 from ..kernels import im2col as ic
@@ -141,9 +140,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 continue
             out = gemm_stack(xp, w, col, self.scratch("_out", (g, m // g, P * nb), col.dtype))
             if relu is not None:
-                stack, dst = out.reshape(m, nb, P), y[n0:n1]
-                for_parts(numpy, lambda c0, c1: relu_jit.images_first_relu(
-                    stack, bias, relu, c0, c1, dst), m, out.size)
+                relu_jit.split_images_first_relu(out.reshape(m, nb, P), bias, relu, y[n0:n1])
             elif bias is not None and device.usable(xp, y, bias):
                 device.launch(xp, "im2col", "images_first_bias", out.size, out.dtype, out, bias,
                               *device.ints(nb, m, P), y[n0:n1])
@@ -170,8 +167,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 self._im2col_forward(x, w, y, bias, relu if rectified else None)
             if relu is not None and not rectified:
                 add = self.weights[1].data if self.bias_term and bias is None else None
-                for_parts(numpy, lambda c0, c1: relu_jit.bias_relu(y, add, relu, c0, c1), m,
-                          y.size, jit.PASS_MIN_PART)
+                relu_jit.split_bias_relu(y, add, relu)
             elif self.bias_term and bias is None:
                 add = self.weights[1].data.reshape(m, 1)
                 for_parts(self.xp, lambda c0, c1: y[:, c0:c1].__iadd__(add[c0:c1]), m, y.size)
