@@ -98,6 +98,22 @@ def test_for_parts_covers_the_range_once_and_raises_a_pool_threads_error(monkeyp
     assert seen.tolist() == [1] * 10
 
 
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+def test_a_kernel_marked_fast_compiles_with_its_flags_wherever_it_is_called(monkeypatch):
+    """A kernel marked with jit.fast compiles once with its fastmath flags, whether a driver
+    (on the pool or numba's threads) or Python calls it first; unmarked kernels get none."""
+    from caffecli.kernels import channel_jit
+    monkeypatch.setattr(jit, "_compiled", {})
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    x = R.randn(2, 5, 7).astype(numpy.float32)
+    totals = numpy.zeros(5)
+    channel_jit.split_channel_totals(x, totals, min_part=1)     # the driver compiles it first
+    numpy.testing.assert_allclose(totals, x.sum(axis=(0, 2)), rtol=1e-6)
+    assert jit.kernel(channel_jit._channel_totals).targetoptions["fastmath"] == {"reassoc"}
+    assert jit.kernel(skinny_jit._dots).targetoptions["fastmath"] == {"reassoc", "contract"}
+    assert not jit.kernel(channel_jit._images_first).targetoptions["fastmath"]
+
+
 @pytest.mark.skipif(not (jit.INSTALLED and hasattr(os, "sched_yield")),
                     reason="the spinning hand-off needs numba and sched_yield")
 def test_handoff_waits_for_its_count_spinning_or_asleep():
