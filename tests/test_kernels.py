@@ -74,8 +74,9 @@ def test_threads_follow_omp_num_threads_then_affinity(monkeypatch):
     from caffecli.kernels import threads
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     assert threads.num_threads() == 3
-    monkeypatch.setenv("OMP_NUM_THREADS", "")
-    assert threads.num_threads() == len(os.sched_getaffinity(0))
+    for other in ("", "0", "4,2", "x"):    # not one positive count: the affinity's
+        monkeypatch.setenv("OMP_NUM_THREADS", other)
+        assert threads.num_threads() == len(os.sched_getaffinity(0))
 
 
 def test_for_parts_covers_the_range_once_and_raises_a_pool_threads_error(monkeypatch):

