@@ -77,6 +77,8 @@ class Blob:
         """Reshape to ``shape`` (ints or one sequence); grows storage only when needed."""
         if len(shape) == 1 and not isinstance(shape[0], (int, numpy.integer)):
             shape = shape[0]
+        if type(shape) is tuple and shape == self._shape and self._count:
+            return self   # a layer's reshape at each forward: its views stay valid
         if hasattr(shape, "dim"):  # BlobShape message
             shape = list(shape.dim)
         shape = tuple(int(d) for d in shape)

@@ -38,6 +38,21 @@ def test_reshape_keeps_capacity_and_values():
     assert b.count == 16 and b._data_mem is not buf
 
 
+def test_reshape_to_its_own_shape_keeps_its_views():
+    """A layer reshapes its tops at every forward: to the same shape, the blob's views stay
+    (the same arrays, values kept); a never-shaped blob still takes its first shape, and a
+    shape given as numpy integers or a list still works."""
+    b = Blob((2, 3))
+    view, diff = b.data, b.diff
+    view[...] = 5
+    assert b.reshape((2, 3)) is b and b.data is view and b.diff is diff
+    assert b.reshape((numpy.int64(2), numpy.int64(3))).shape == (2, 3) and b.data is view
+    assert b.reshape([2, 3]).data.sum() == 30
+    assert b.reshape((3, 2)).data is not view and b.shape == (3, 2)
+    fresh = Blob()
+    assert fresh.reshape(()).count == 1 and fresh.shape_string() == "(1)"
+
+
 def test_data_is_writable_view():
     b = Blob((2, 2))
     b.data[...] = 3
