@@ -72,9 +72,10 @@ def test_gemm_stack_runs_each_group():
 def test_threads_follow_omp_num_threads_then_affinity(monkeypatch):
     import os
     from caffecli.kernels import threads
-    monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert threads.num_threads() == 3
-    for other in ("", "0", "4,2", "x"):    # not one positive count: the affinity's
+    for three in ("3", " 3 "):
+        monkeypatch.setenv("OMP_NUM_THREADS", three)
+        assert threads.num_threads() == 3
+    for other in ("", "0", "4,2", "x", "\u00b2"):    # not one positive count: the affinity's
         monkeypatch.setenv("OMP_NUM_THREADS", other)
         assert threads.num_threads() == len(os.sched_getaffinity(0))
 

@@ -5,7 +5,7 @@ side bumps a counter, the other waits for it in compiled code, giving its core a
 A thread woken from sleep starts late where an idle core must first wake up: about 50 us on
 the 2-core EPYC (a Firecracker guest whose idle cores halt), twice for each split (the part,
 then its caller's join), while the scheduler put a woken part on its caller's core and ran
-the two one after the other (two parts of 330 us took 680 us; this way 340).
+the two one after the other (two parts of 330 us took 680 us; this way 335).
 Imported only where a pool thread starts: it compiles with numba.
 """
 import threading
