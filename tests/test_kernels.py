@@ -130,7 +130,7 @@ def test_handoff_waits_for_its_count_spinning_or_asleep():
         signal.wait(target, spins)
         seen.append(int(signal.flags[handoff.COUNTER]))
     for target, spins in ((1, 1 << 20), (2, 0), (3, 1)):
-        t = threading.Thread(target=waiter, args=(target, spins))
+        t = threading.Thread(target=waiter, args=(target, spins), daemon=True)
         t.start()
         t.join(0.05)
         assert t.is_alive(), "returned before its count"
@@ -141,13 +141,39 @@ def test_handoff_waits_for_its_count_spinning_or_asleep():
     signal.flags[handoff.SLEEPER] = 1
     signal.post(4)
     signal.flags[handoff.SLEEPER] = 0
-    t = threading.Thread(target=waiter, args=(5, 0))
+    t = threading.Thread(target=waiter, args=(5, 0), daemon=True)
     t.start()
     t.join(0.05)
     assert t.is_alive(), "a stray wake ended the wait"
     signal.post(5)
     t.join(5)
     assert not t.is_alive() and seen[-1] == 5
+
+
+@pytest.mark.skipif(not (jit.INSTALLED and hasattr(os, "sched_yield")),
+                    reason="the spinning hand-off needs numba and sched_yield")
+def test_handoff_post_then_wait_wakes_a_sleeping_waiter_then_waits():
+    """A worker's 'done' and its wait for the next part in one call: the caller, asleep on
+    'done', wakes; the worker returns only once 'go' is posted."""
+    from caffecli.kernels import handoff
+    done, go = handoff.Signal(), handoff.Signal()
+    caller = threading.Thread(target=done.wait, args=(1, 0), daemon=True)
+    caller.start()
+    for _ in range(1000):
+        if done.flags[handoff.SLEEPER]:
+            break
+        caller.join(0.001)
+    assert done.flags[handoff.SLEEPER] == 1, "the caller never went to sleep"
+    worker = threading.Thread(target=done.post_then_wait, args=(1, go, 1, 1 << 12),
+                              daemon=True)
+    worker.start()
+    caller.join(5)
+    assert not caller.is_alive(), "the sleeping caller was not woken"
+    worker.join(0.05)
+    assert worker.is_alive(), "returned before its next part"
+    go.post(1)
+    worker.join(5)
+    assert not worker.is_alive()
 
 
 @pytest.mark.parametrize("spin", [True, False])

@@ -82,6 +82,19 @@ def _awake(flags):
     _store(flags, SLEEPER, 0)
 
 
+def _post_then_reached(flags, value, other, target, spins):
+    """Post ``value`` (1: its waiter sleeps, nothing else done), then whether ``other``'s
+    counter reaches ``target`` within ``spins`` looks (2, else 0): one call without the GIL."""
+    _store(flags, COUNTER, value)
+    if _load(flags, SLEEPER) == 1:
+        return 1
+    for _ in range(spins):
+        if _load(other, COUNTER) >= target:
+            return 2
+        _yield_core()
+    return 2 if _load(other, COUNTER) >= target else 0
+
+
 class Signal:
     """A counter one thread raises and one other thread waits for."""
 
@@ -90,10 +103,21 @@ class Signal:
         self.wake = threading.Semaphore(0)
         self._post, self._reached = jit.kernel(_post), jit.kernel(_reached)
         self._will_sleep, self._awake = jit.kernel(_will_sleep), jit.kernel(_awake)
+        self._post_then_reached = jit.kernel(_post_then_reached)
 
     def post(self, value):
         if self._post(self.flags, value):
             self.wake.release()
+
+    def post_then_wait(self, value, other, target, spins):
+        """``post(value)``, then ``other.wait(target, spins)``, the spinning part in the same
+        call: the poster needs the GIL only once the wait is over, so the thread woken by the
+        post takes the GIL without waiting for it."""
+        code = self._post_then_reached(self.flags, value, other.flags, target, spins)
+        if code == 1:
+            self.wake.release()
+        if code != 2:
+            other.wait(target, 0 if code == 0 else spins)
 
     def wait(self, target, spins):
         """Return once the counter reaches ``target``: spinning first, then asleep."""
