@@ -85,14 +85,9 @@ def _awake(flags):
 def _post_then_reached(flags, value, other, target, spins):
     """Post ``value`` (1: its waiter sleeps, nothing else done), then whether ``other``'s
     counter reaches ``target`` within ``spins`` looks (2, else 0): one call without the GIL."""
-    _store(flags, COUNTER, value)
-    if _load(flags, SLEEPER) == 1:
+    if _post(flags, value):
         return 1
-    for _ in range(spins):
-        if _load(other, COUNTER) >= target:
-            return 2
-        _yield_core()
-    return 2 if _load(other, COUNTER) >= target else 0
+    return 2 if _reached(other, target, spins) else 0
 
 
 class Signal:

@@ -10,8 +10,8 @@ A blob computed in place (top is bottom) takes the kernels over one array: where
 arguments are the same array the compiled loop cannot vectorize.
 layers/relu.py keeps the numpy code as the reference and for device arrays. ``sum_forward`` and
 ``split_backward`` are an Eltwise SUM of two bottoms and the ReLU in place after it, fused
-(fusion.py), and ``bias_relu`` and ``images_first_relu`` a convolution's last pass over its top
-with the ReLU after it: the same expressions, so the same bits.
+(fusion.py), and ``split_bias_relu`` and ``split_images_first_relu`` a convolution's last pass
+over its top with the ReLU after it: the same expressions, so the same bits.
 """
 import numpy
 
@@ -144,19 +144,6 @@ def split_backward(y, slope, d, da, db):
     kernel(_split_backward)(y, slope, d, da, db)
 
 
-def bias_relu(y, bias, slope, c0, c1):
-    """y (n, C, P) = relu(y + bias) in place for channels c0..c1 (``bias`` None: relu(y)): a
-    convolution's bias and the ReLU after it in one pass, the same values as the two."""
-    kernel(_bias_relu)(y, _no_bias(y) if bias is None else bias, bias is not None, slope, c0, c1)
-
-
-def images_first_relu(src, bias, slope, c0, c1, y):
-    """y (n, C, P) = relu(src (C, n, P) + bias) for channels c0..c1 (``bias`` None: no bias):
-    a chunk's product moved into place, its bias and the ReLU after it, in one pass."""
-    kernel(_images_first_relu)(src, _no_bias(y) if bias is None else bias, bias is not None,
-                               slope, c0, c1, y)
-
-
 def _bias_relu_parts(bounds, y, bias, with_bias, slope):
     for p in prange(bounds.size - 1):
         _bias_relu(y, bias, with_bias, slope, bounds[p], bounds[p + 1])
@@ -168,14 +155,17 @@ def _images_first_relu_parts(bounds, src, bias, with_bias, slope, y):
 
 
 def split_bias_relu(y, bias, slope):
-    """``bias_relu`` of every channel, channels split across the threads (parts of at least
-    PASS_MIN_PART values: a cheap pass)."""
+    """y (n, C, P) = relu(y + bias) in place (``bias`` None: relu(y)): a convolution's bias and
+    the ReLU after it in one pass, the same values as the two; channels split across the
+    threads (parts of at least PASS_MIN_PART values: a cheap pass)."""
     for_native(_bias_relu_parts, y.shape[1], y.size, y, _no_bias(y) if bias is None else bias,
                bias is not None, slope, min_part=jit.PASS_MIN_PART)
 
 
 def split_images_first_relu(src, bias, slope, y):
-    """``images_first_relu`` of every channel, channels split across the threads."""
+    """y (n, C, P) = relu(src (C, n, P) + bias) (``bias`` None: no bias): a chunk's product
+    moved into place, its bias and the ReLU after it, in one pass; channels split across the
+    threads."""
     for_native(_images_first_relu_parts, y.shape[1], y.size, src,
                _no_bias(y) if bias is None else bias, bias is not None, slope, y)
 

@@ -142,8 +142,8 @@ _pool = _Pool()
 # A compiled kernel's parts start at once on numba's threads where there are three or more:
 # one native hand-off, against one GIL hand-over per pool thread (169 us for 16 threads); on
 # 16 cores LeNet's pass took 8.6 ms against the pool's 9.8 (16.0 before the pool's parts were
-# capped), CaffeNet's 108 against 124 ms. Two parts hand off as cheaply on the pool (one lock
-# release; level on 2 cores, where numba's work queue lost 2-4 ms a pass).
+# capped), CaffeNet's 108 against 124 ms. Two parts hand off as cheaply on the pool (one
+# counter raised; level on 2 cores, where numba's work queue lost 2-4 ms a pass).
 NATIVE = os.environ.get("CAFFECLI_NATIVE_THREADS", "1") != "0"
 _native = []   # once decided: whether numba's threads can take the parts
 

@@ -365,7 +365,7 @@ class BaseConvolutionLayer(Layer):
     def _images_first(self, stack, dst, bias=None):
         """dst (nb, c, *spatial) = a (.., nb * P) stack of ``_channels_first``'s layout, plus
         ``bias`` per channel in the same pass where given (one rounding, as adding it after);
-        channels split across threads; compiled for host arrays (channel_jit.images_first)."""
+        channels split across threads; compiled for host arrays (channel_jit.split_images_first)."""
         nb, c = dst.shape[:2]
         src, out = stack.reshape(c, nb, -1), dst.reshape(nb, c, -1).transpose(1, 0, 2)
         if jit.usable(stack, dst, *(() if bias is None else (bias,))):
