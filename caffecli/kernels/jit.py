@@ -81,7 +81,7 @@ def _njit(fn, **options):
         jitted = numba.njit(cache=True, **options)(fn)
     except RuntimeError:
         return numba.njit(**options)(fn)
-    if fn.__closure__:
+    if fn.__closure__ or getattr(fn, "foreign", ()):
         try:
             jitted._cache = _once(_closure_cache, _closure_cache)(fn)
         except (ImportError, AttributeError):   # another numba's internals: numba's own key
@@ -101,41 +101,49 @@ def _stable(value, pickle):
 
 
 def _closure_cache():
-    """numba's FunctionCache keyed by ``_stable`` cells (made once: ``_once``). numba's own key
-    pickles the cells, and a compiled function pickles with a fresh id in every process: the
-    drivers that hold kernels in their cells (im2col's and pooling's parts) missed the disk
-    cache in every process, compiled again (300 iterations of LeNet's `caffecli train`:
-    7.3-7.6 s against 5.3-5.4 s with this key) and added an entry each time (359 MB of them in
-    this checkout's cache)."""
+    """numba's FunctionCache keyed by ``_stable`` cells and the kernels a function calls from
+    other modules (made once: ``_once``). numba's own key pickles the cells, and a compiled
+    function pickles with a fresh id in every process: the drivers that hold kernels in their
+    cells (im2col's and pooling's parts) missed the disk cache in every process, compiled again
+    (300 iterations of LeNet's `caffecli train`: 7.3-7.6 s against 5.3-5.4 s with this key) and
+    added an entry each time (359 MB of them in this checkout's cache). numba checks only the
+    calling function's own file for changes, so another module's kernel is keyed by its code."""
     from numba.core.caching import FunctionCache
     from numba.core.serialize import dumps
 
     class ClosureCache(FunctionCache):
         def _index_key(self, sig, codegen):
-            code = self._py_func.__code__.co_code
-            cells = repr(tuple(_stable(c.cell_contents, dumps)
-                               for c in self._py_func.__closure__))
+            fn = self._py_func
+            code = fn.__code__.co_code
+            held = [c.cell_contents for c in fn.__closure__ or ()] + list(fn.foreign)
+            cells = repr(tuple(_stable(value, dumps) for value in held))
             return (sig, codegen.magic_tuple(), (hashlib.sha256(code).hexdigest(),
                                                  hashlib.sha256(cells.encode()).hexdigest()))
     return ClosureCache
 
 
 def _linked(fn, **extra):
-    """``fn`` rebuilt with the plain functions of its module that it loads as globals (or holds
-    in closure cells) compiled first by ``kernel``, as numba needs of a function a kernel
-    calls, and ``extra`` globals."""
+    """``fn`` rebuilt with the plain functions of its package's modules that it loads as globals
+    (or holds in closure cells) compiled first by ``kernel``, as numba needs of a function a
+    kernel calls, and ``extra`` globals; ``foreign``: those of other modules (_closure_cache)."""
     names = dict(fn.__globals__)
     called = {op.argval for op in dis.get_instructions(fn) if op.opname == "LOAD_GLOBAL"}
-    for name in called:
+    package = fn.__module__.rpartition(".")[0]
+    foreign = []
+    for name in sorted(called):
         callee = names.get(name)
-        if isinstance(callee, types.FunctionType) and callee.__module__ == fn.__module__:
+        if (isinstance(callee, types.FunctionType)
+                and callee.__module__.rpartition(".")[0] == package):
             names[name] = kernel(callee)
+            if callee.__module__ != fn.__module__:
+                foreign.append(callee)
     names.update(extra)
     cells = tuple(types.CellType(kernel(c.cell_contents)
                                  if isinstance(c.cell_contents, types.FunctionType)
                                  else c.cell_contents) for c in fn.__closure__ or ())
     linked = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, cells or None)
     linked.__module__, linked.__qualname__ = fn.__module__, fn.__qualname__
+    linked.foreign = tuple(foreign)
     return linked
 
 
