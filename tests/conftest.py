@@ -84,6 +84,24 @@ def gpu_mode(monkeypatch):
 
 
 @pytest.fixture
+def batched_convolution(monkeypatch):
+    """Convolutions over a chunk's columns (im2col and wide GEMMs) even where products image by
+    image (kernels/conv_jit.py) would be chosen: for tests of the batched path's own steps."""
+    from caffecli.layers import convolution
+    monkeypatch.setattr(convolution, "IMAGE_MAX_INNER", 0)
+
+
+@pytest.fixture(params=["by-image", "batched"])
+def conv_algorithm(request, monkeypatch):
+    """The test twice: convolutions image by image where conv_jit applies (the default for
+    narrow kernels), then over batched columns everywhere."""
+    if request.param == "batched":
+        from caffecli.layers import convolution
+        monkeypatch.setattr(convolution, "IMAGE_MAX_INNER", 0)
+    return request.param
+
+
+@pytest.fixture
 def standin(monkeypatch):
     """The stand-in device module (caffecli.standin), in use, its copy counters at zero."""
     from caffecli import context, standin as module

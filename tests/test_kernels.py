@@ -296,9 +296,9 @@ def test_kernel_threads_are_numbas_work_queue_unless_a_layer_is_named(named):
     ('type: "Convolution" convolution_param { num_output: 3 kernel_size: 3 pad: 1 '
      'weight_filler { type: "gaussian" std: 0.3 } }', (5, 2, 4, 5, 3)),
 ])
-def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
+def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape, conv_algorithm):
     """Layers whose host work is split across threads: one part or many, on the pool or on
-    numba's own threads, the same values."""
+    numba's own threads, the same values (parameter gradients too)."""
     from caffecli import context
     from caffecli.blob import Blob
     from caffecli.kernels import threads
@@ -320,10 +320,12 @@ def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape):
         layer.Forward(bottom, top)
         top[0].diff[...] = numpy.linspace(-1, 1, top[0].count).reshape(top[0].shape)
         layer.Backward(top, [True], bottom)
-        results.append((top[0].data.copy(), bottom[0].diff.copy()))
-    (y1, dx1), *split = results
-    for y3, dx3 in split:
+        results.append((top[0].data.copy(), bottom[0].diff.copy(),
+                        [b.diff.copy() for b in layer.blobs]))
+    (y1, dx1, p1), *split = results
+    for y3, dx3, p3 in split:
         assert numpy.array_equal(y1, y3) and numpy.array_equal(dx1, dx3)
+        assert all(numpy.array_equal(a, b) for a, b in zip(p1, p3))
     assert numpy.abs(dx1).sum() > 0
 
 
@@ -522,6 +524,7 @@ def test_channel_totals_moved_sums_and_copies_the_channels_asked(dtype):
     assert (moved[[0, 4]] == -1).all()
 
 
+@pytest.mark.usefixtures("batched_convolution")
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 @pytest.mark.parametrize("threads", ["1", "3"])
 def test_convolution_bias_gradient_in_the_move_of_dy(monkeypatch, threads):
@@ -577,6 +580,7 @@ def test_channel_totals_sum_each_channel_in_float64(dtype):
     assert out[0] == out[4] == -1
 
 
+@pytest.mark.usefixtures("batched_convolution")
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 @pytest.mark.parametrize("spec,shape", [
     ("num_output: 50 kernel_size: 5", (5, 20, 12, 12)),                    # LeNet's conv2

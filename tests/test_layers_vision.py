@@ -103,6 +103,7 @@ def test_convolution_matches_direct_sum_with_groups_and_dilation():
     numpy.testing.assert_allclose(top[0].data, want, rtol=1e-10)
 
 
+@pytest.mark.usefixtures("batched_convolution")
 def test_convolution_batch_chunks_match(monkeypatch):
     text = conv("num_output: 3 kernel_size: 3 pad: 1")
     x = R.randn(5, 2, 6, 6)
@@ -124,6 +125,7 @@ def test_convolution_batch_chunks_match(monkeypatch):
     numpy.testing.assert_allclose(bottom[0].diff, ref_bottom[0].diff, rtol=1e-12)
 
 
+@pytest.mark.usefixtures("batched_convolution")
 @pytest.mark.parametrize("threads", ["1", "3"])
 def test_convolution_bias_added_in_the_move_is_added_after(monkeypatch, threads):
     """A chunk's product moved into place with the bias in the same pass (split by channel)
@@ -151,6 +153,7 @@ def test_convolution_bias_added_in_the_move_is_added_after(monkeypatch, threads)
     assert tops[0][1].tobytes() == tops[1][1].tobytes()
 
 
+@pytest.mark.usefixtures("batched_convolution")
 @pytest.mark.parametrize("params", ["num_output: 4 kernel_size: 3 pad: 1 group: 2",
                                     "num_output: 4 kernel_size: 1 group: 2"])
 def test_convolution_algorithms_agree_and_accumulate(monkeypatch, params):

@@ -267,7 +267,8 @@ def test_batchnorm_on_the_input_needs_backward_as_in_caffe():
     numpy.testing.assert_array_equal(diffs[0], diffs[1])
 
 
-def test_backward_reads_a_bottom_an_in_place_layer_rewrote_after_the_forward_pass():
+def test_backward_reads_a_bottom_an_in_place_layer_rewrote_after_the_forward_pass(
+        conv_algorithm):
     """The ReLU writes in place into the Reshape's top, which shares x's storage: Caffe's
     convolution backward then reads the rewritten x for its weight gradient (what BVLC Caffe
     computes for this net: 6 8 12 14), so caffecli must not reuse the forward pass's columns."""

@@ -1,7 +1,10 @@
 """Convolution: im2col and grouped GEMMs over a chunk of images, a plain GEMM for 1x1 kernels
-(Caffe's conv_layer), or Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``."""
+(Caffe's conv_layer), Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``, or
+products image by image in compiled code for narrow kernels on small maps (kernels/conv_jit)."""
 
-from ..kernels import device, im2col_jit, jit, relu_jit, winograd
+import numpy
+
+from ..kernels import blas_threads, conv_jit, device, im2col_jit, jit, relu_jit, winograd
 from ..kernels import im2col as ic
 from ..kernels.gemm import gemm_stack
 from ..kernels.threads import for_parts
@@ -10,6 +13,10 @@ from ._base_conv import COL_CHUNK_ELEMENTS, BaseConvolutionLayer, prod
 
 WINOGRAD_MIN_CHANNELS = 16  # per group, in and out: narrower GEMMs run too far below peak
 WINOGRAD_MIN_TILES = 64     # per chunk: fewer leave the filters' transform the larger cost
+IMAGE_MAX_INNER = 128       # kernel_dim at most, and values of one image's columns, for products
+IMAGE_MAX_COLUMNS = 1 << 17  # image by image (conv_jit): LeNet's conv1 (25 x 576) and CIFAR-10's
+                             # (75 x 1024) ran 1.5-1.8x faster, LeNet's conv2 (500 x 64) and
+                             # GoogLeNet's conv1 (147 x 12544) slower (2-core EPYC)
 POSITION_MIN_CHANNELS = 8   # per group: on fewer, col2im by output position adds runs too short
 POSITION_MAX_PLANE = 1 << 16  # bytes of one image's padded gradient, every channel: col2im by
                               # position sums it in one plane, which runs slower than col2im's
@@ -48,6 +55,11 @@ class ConvolutionLayer(BaseConvolutionLayer):
         if self.winograd:
             per_item = 16 * max(self.channels, self.num_output) * tiles
             self.chunk = max(1, min(self.chunk, COL_CHUNK_ELEMENTS // per_item))
+        # image by image: the same arithmetic as Caffe's per-image GEMMs (``engine: CAFFE`` too)
+        self.by_image = (jit.INSTALLED and not self.winograd and self.num_spatial == 2
+                         and not self.pointwise and self.kernel_dim <= IMAGE_MAX_INNER
+                         and self.kernel_dim * prod(self.out_shape) <= IMAGE_MAX_COLUMNS
+                         and blas_threads.available())
         plane = prod(self.cols.padded) * self.channels * self.blobs[0].dtype.itemsize
         self.by_position = (self.num_spatial == 2 and not self.pointwise
                             and self.channels // g >= POSITION_MIN_CHANNELS
@@ -107,6 +119,17 @@ class ConvolutionLayer(BaseConvolutionLayer):
         im2col_jit.col2im_positions(dcol.reshape(shape), self.stride, self.dilation, self.pad,
                                     dx)
 
+    def _backward_by_image(self, x, dy, w, wdiff, dx, need_w):
+        """conv_jit's backward: each image's gradients, the parameters' summed in image order
+        (host arrays)."""
+        biases = self.bias_term and self.param_propagate_down[1]
+        conv_jit.backward(
+            x, dy.reshape((self.num, self.num_output) + tuple(self.out_shape)), w, self.kernel,
+            self.stride, self.dilation, self.pad, wdiff if need_w else None,
+            self.weights[1].diff if biases else None, dx,
+            self.scratch("_image_weights", (self.num,) + w.shape, w.dtype),
+            self.scratch("_image_biases", (self.num, self.num_output), numpy.float64))
+
     def _columns(self, x, n0, n1):
         """The (g, kernel_dim, nb * P) columns of images n0..n1 (for 1x1 kernels, the input)."""
         shape = (self.group, self.kernel_dim, prod(self.out_shape) * (n1 - n0))
@@ -151,11 +174,17 @@ class ConvolutionLayer(BaseConvolutionLayer):
         m = self.num_output
         P = prod(self.out_shape)
         w = self._grouped_weight()
-        winograd_done = False
+        winograd_done = images_done = False
         relu = self.relu_after
         for b, t in zip(bottom, top):
             x = b.data.reshape(self._image_shape())
             y = t.data.reshape(self.num, m, P)
+            if self.by_image and jit.usable(x, y, w):   # bias and ReLU in the same pass
+                conv_jit.forward(x, w, self.weights[1].data if self.bias_term else None, relu,
+                                 self.kernel, self.stride, self.dilation, self.pad,
+                                 y.reshape((self.num, m) + tuple(self.out_shape)))
+                images_done = True
+                continue
             bias, rectified = None, False
             if self._winograd(x, y.reshape((self.num, m) + tuple(self.out_shape)), False):
                 winograd_done = True
@@ -173,7 +202,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 for_parts(self.xp, lambda c0, c1: y[:, c0:c1].__iadd__(add[c0:c1]), m, y.size)
         # the columns of a single chunk stay valid for the weight gradient (a 1x1 layer's
         # single image has none: its input is its columns)
-        single = len(bottom) == 1 and self.chunk >= self.num and not self.bottom_rewritten
+        single = (len(bottom) == 1 and self.chunk >= self.num and not self.bottom_rewritten
+                  and not images_done)
         self._cached = single and not winograd_done and not (self.pointwise and self.num == 1)
         self._tiles_cached = single and winograd_done   # Winograd's input tiles, likewise
 
@@ -192,6 +222,9 @@ class ConvolutionLayer(BaseConvolutionLayer):
             x = b.data.reshape(self._image_shape())
             dx = b.diff.reshape(self._image_shape())
             wdiff = self.weights[0].diff.reshape(w.shape)
+            if self.by_image and jit.usable(x, dy, w, dx, wdiff):
+                self._backward_by_image(x, dy, w, wdiff, dx if down else None, need_w)
+                continue
             dy4 = dy.reshape((self.num, m) + tuple(self.out_shape))
             weights_left = need_w and not self._winograd_weight_gradient(
                 x, dy4, self.weights[0].diff)

@@ -1,0 +1,69 @@
+"""The thread counts of the OpenBLAS builds this process loaded (numpy's and scipy's), lowered
+to one while compiled kernels call BLAS from several threads at once (kernels/conv_jit.py).
+
+An OpenBLAS product above 65536 x 4 multiply-adds starts its own threads, and products that do
+so from several threads at once wait for each other's: LeNet's conv2 image by image on the
+2-core EPYC took 513 ms against 1.5 ms with every product on its caller's thread.
+"""
+import contextlib
+import ctypes
+import threading
+
+_lock = threading.Lock()
+_libraries = []   # (get, set) of each OpenBLAS found, once looked for
+_held = [0, []]   # callers inside ``one_thread``, and the counts to restore
+
+
+def _find():
+    """(get_num_threads, set_num_threads) of each loaded OpenBLAS (Linux: /proc/self/maps)."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({line.split()[-1] for line in maps if "openblas" in line.split()[-1]})
+    except OSError:
+        return []
+    found = []
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for prefix in ("scipy_openblas", "openblas"):
+            names = [(prefix + "_get_num_threads" + end, prefix + "_set_num_threads" + end)
+                     for end in ("64_", "")]
+            pair = next(((getattr(lib, g), getattr(lib, s)) for g, s in names
+                         if hasattr(lib, g) and hasattr(lib, s)), None)
+            if pair is not None:
+                found.append(pair)
+                break
+    return found
+
+
+def available():
+    """Whether this process's BLAS is OpenBLAS whose threads ``one_thread`` can hold to one
+    (scipy's, which numba's numpy.dot calls, loaded)."""
+    with _lock:
+        if not _libraries:
+            from scipy.linalg import cython_blas  # noqa: F401  (loads scipy's OpenBLAS)
+            _libraries.append(_find())
+    return bool(_libraries[0])
+
+
+@contextlib.contextmanager
+def one_thread():
+    """Every loaded OpenBLAS on one thread inside (nested or from several threads: the counts
+    come back when the last caller leaves)."""
+    available()
+    with _lock:
+        if not _held[0]:
+            _held[1] = [get() for get, _ in _libraries[0]]
+            for _, set_count in _libraries[0]:
+                set_count(1)
+        _held[0] += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _held[0] -= 1
+            if not _held[0]:
+                for (_, set_count), count in zip(_libraries[0], _held[1]):
+                    set_count(count)

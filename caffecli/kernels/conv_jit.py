@@ -1,0 +1,160 @@
+"""A 2-D convolution one image at a time as compiled loops (kernels/jit.py), as Caffe runs it:
+each image's columns go to a small buffer that stays in cache, and its products to BLAS from
+the compiled loop (numba's numpy.dot: scipy's OpenBLAS), written straight into the blobs.
+
+Over a batch, im2col and one wide GEMM (layers/convolution.py) suit most layers, but where the
+GEMM's inner dimension is a few dozen (LeNet's conv1: 20 x 25 by 25 x 36864) it runs far below
+BLAS's peak while its operands stream through memory, and its product must then move to the
+blob's layout. LeNet's conv1 on the 2-core EPYC, forward: 0.65-1.07 -> 0.24-0.40 ms.
+
+Every OpenBLAS product runs on its caller's thread meanwhile (kernels/blas_threads.py), in
+blocks of rows of at most SMALL_MACS multiply-adds: OpenBLAS's small-matrix kernels take those
+without packing (one thread on the EPYC, OpenBLAS's SkylakeX kernels: 50 x 500 by 500 x 64 at
+78 GFLOP/s whole, 114 in blocks of 16 rows; 32 x 75 by 75 x 1024 at 66 and 112 in blocks of 8).
+Images are split across the threads. The weight gradient's products are kept per image and
+summed in image order afterwards (Caffe's order: one image's product added to the diff after
+another), so the bits do not depend on the thread count.
+"""
+import numpy
+
+from . import blas_threads, jit
+from .im2col_jit import _col2im, _col2im_phased, _window_rows
+from .jit import fast, prange
+from .threads import for_native
+
+SMALL_MACS = 1000000
+
+
+def _product(a, b, out):
+    """out = a @ b, in as few blocks of rows of near-equal size as keep each to SMALL_MACS."""
+    rows, inner = a.shape
+    blocks = max(1, -(-rows * inner * b.shape[1] // SMALL_MACS))
+    for j in range(blocks):
+        r0, r1 = rows * j // blocks, rows * (j + 1) // blocks
+        numpy.dot(a[r0:r1], b, out[r0:r1])
+
+
+def _columns(x, i, sh, sw, dh, dw, ph, pw, col):
+    """col (C, kh, kw, 1, oh, ow) = the windows of image i of x (N, C, H, W)."""
+    _window_rows(x[i:i + 1], sh, sw, dh, dw, ph, pw, 0, x.shape[1], 0, 1, col)
+
+
+def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, n0, n1, y):
+    """y[n0:n1] (N, M, oh, ow) = images n0..n1 of x convolved with w (g, M/g, K), plus ``bias``
+    where it has values, then with ``rectify`` the ReLU of ``slope`` (relu_jit's expression)."""
+    g, mg, k = w.shape
+    n, m, oh, ow = y.shape
+    size = oh * ow
+    col = numpy.empty((x.shape[1], kh, kw, 1, oh, ow), x.dtype)
+    cols = col.reshape(g, k, size)
+    out = y.reshape(n, g, mg, size)
+    flat = y.reshape(n, m, size)
+    for i in range(n0, n1):
+        _columns(x, i, sh, sw, dh, dw, ph, pw, col)
+        for j in range(g):
+            _product(w[j], cols[j], out[i, j])
+        if bias.size or rectify:
+            for c in range(m):
+                plane = flat[i, c]
+                b = bias[c] if bias.size else 0
+                for t in range(size):
+                    v = plane[t] + b
+                    if rectify:
+                        v = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
+                    plane[t] = v
+
+
+@fast("reassoc")
+def _plane_sums(planes, out):
+    """out[c] = the float64 sum of planes[c] (vectorized: reassociated)."""
+    for c in range(planes.shape[0]):
+        total = 0.0
+        for t in range(planes.shape[1]):
+            total += planes[c, t]
+        out[c] = total
+
+
+def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, n0, n1,
+              wsum, bsum, dx):
+    """For images n0..n1: with ``weights`` wsum[i] (g, M/g, K) = image i's weight gradient, with
+    ``biases`` bsum[i] (M,) its bias gradient (float64 sums), with ``down`` dx[i] = its input
+    gradient (col2im of wt (g, K, M/g) @ dy[i]); w (g, M/g, K) the filters."""
+    g, mg, k = w.shape
+    n, m, oh, ow = dy.shape
+    size = oh * ow
+    col = numpy.empty((x.shape[1], kh, kw, 1, oh, ow), x.dtype)
+    cols = col.reshape(g, k, size)
+    grads = dy.reshape(n, g, mg, size)
+    flat = dy.reshape(n, m, size)
+    for i in range(n0, n1):
+        if weights:
+            _columns(x, i, sh, sw, dh, dw, ph, pw, col)
+            for j in range(g):
+                _product(grads[i, j], cols[j].T, wsum[i, j])
+        if biases:
+            _plane_sums(flat[i], bsum[i])
+        if down:
+            for j in range(g):
+                _product(wt[j], grads[i, j], cols[j])
+            if sh == 1 and sw == 1:
+                _col2im(col, dh, dw, ph, pw, 0, x.shape[1], 0, 1, dx[i:i + 1])
+            else:
+                _col2im_phased(col, sh, sw, dh, dw, ph, pw, 0, x.shape[1], 0, 1, dx[i:i + 1])
+
+
+def _sum_weights(wsum, wdiff):
+    """wdiff += each image's weight gradient in image order (each sum rounded, as Caffe's
+    per-image GEMMs add them)."""
+    flat = wsum.reshape(wsum.shape[0], -1)
+    into = wdiff.reshape(-1)
+    for i in range(flat.shape[0]):
+        for t in range(into.size):
+            into[t] += flat[i, t]
+
+
+def _sum_biases(bsum, bdiff):
+    """bdiff += the float64 total of each channel's per-image sums, rounded once."""
+    for c in range(bdiff.size):
+        total = 0.0
+        for i in range(bsum.shape[0]):
+            total += bsum[i, c]
+        bdiff[c] += total
+
+
+def _forward_parts(bounds, x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, y):
+    for p in prange(bounds.size - 1):
+        _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, bounds[p],
+                 bounds[p + 1], y)
+
+
+def _backward_parts(bounds, x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases,
+                    down, wsum, bsum, dx):
+    for p in prange(bounds.size - 1):
+        _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down,
+                  bounds[p], bounds[p + 1], wsum, bsum, dx)
+
+
+def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
+    """y (N, M, oh, ow) = x (N, C, H, W) convolved with w (g, M/g, K), plus ``bias`` (M,) unless
+    None, rectified with ReLU slope ``slope`` unless None; images split across the threads."""
+    no_bias = numpy.empty(0, y.dtype) if bias is None else bias
+    with blas_threads.one_thread():
+        for_native(_forward_parts, x.shape[0], y.size * w.shape[2], x, w, no_bias,
+                   slope is not None, 0.0 if slope is None else float(slope), *kernel,
+                   *stride, *dilation, *pad, y)
+
+
+def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, bdiff, dx, wsum, bsum):
+    """Add the weight gradient of dy (N, M, oh, ow) to ``wdiff`` (g, M/g, K) and its bias
+    gradient to ``bdiff`` (M,), each unless None, and set ``dx`` (N, C, H, W) unless None;
+    ``wsum`` (N, g, M/g, K) and ``bsum`` (N, M) float64: scratch for the per-image sums."""
+    n = x.shape[0]
+    wt = numpy.ascontiguousarray(w.transpose(0, 2, 1))
+    with blas_threads.one_thread():
+        for_native(_backward_parts, n, dy.size * w.shape[2], x, dy, w, wt, *kernel, *stride,
+                   *dilation, *pad, wdiff is not None, bdiff is not None, dx is not None,
+                   wsum, bsum, numpy.empty((0,) * 4, x.dtype) if dx is None else dx)
+    if wdiff is not None:
+        jit.kernel(_sum_weights)(wsum, wdiff)
+    if bdiff is not None:
+        jit.kernel(_sum_biases)(bsum, bdiff)

@@ -1,0 +1,151 @@
+"""Convolution image by image (kernels/conv_jit.py) against the batched columns' path, which
+layer it is chosen for, and the BLAS thread counts it holds (kernels/blas_threads.py)."""
+import numpy
+import pytest
+
+from caffecli import context
+from caffecli.blob import Blob
+from caffecli.kernels import blas_threads, conv_jit, im2col_jit, jit
+from gradcheck import make_layer
+
+pytestmark = [
+    pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed"),
+    pytest.mark.skipif(not jit.INSTALLED or not blas_threads.available(),
+                       reason="the BLAS is not an OpenBLAS whose threads can be held to one")]
+R = numpy.random.RandomState(7)
+
+
+def conv_layer(spec, shapes, dtype, batched, monkeypatch, seed=3):
+    """A Convolution of ``spec`` set up on bottoms of ``shapes``, image by image or batched."""
+    from caffecli.layers import convolution
+    monkeypatch.setattr(convolution, "IMAGE_MAX_INNER", 0 if batched else 128)
+    context.set_random_seed(seed)
+    layer = make_layer('type: "Convolution" convolution_param { %s weight_filler { type: '
+                       '"gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 1 } }' % spec)
+    bottom = [Blob(s, dtype=dtype) for s in shapes]
+    top = [Blob(dtype=dtype) for _ in shapes]
+    layer.SetUp(bottom, top)
+    return layer, bottom, top
+
+
+def run_steps(layer, bottom, top, xs, dys, down, steps=2):
+    """Forward and backward ``steps`` times (the parameter gradients accumulate)."""
+    for b, x in zip(bottom, xs):
+        b.data[...] = x
+    for p in layer.blobs:
+        p.diff[...] = 0.5
+    for _ in range(steps):
+        layer.Forward(bottom, top)
+        for t, dy in zip(top, dys):
+            t.diff[...] = dy
+        layer.Backward(top, down, bottom)
+    return ([t.data.copy() for t in top], [b.diff.copy() for b in bottom],
+            [p.diff.copy() for p in layer.blobs])
+
+
+@pytest.mark.parametrize("dtype,rtol", [(numpy.float64, 1e-12), (numpy.float32, 2e-5)])
+@pytest.mark.parametrize("spec,shape", [
+    ("num_output: 20 kernel_size: 5", (4, 1, 12, 12)),                        # LeNet's conv1
+    ("num_output: 6 kernel_size: 3 stride: 2 pad: 1 group: 2", (3, 4, 9, 8)),
+    ("num_output: 5 kernel_h: 3 kernel_w: 2 dilation: 2 pad_h: 2 pad_w: 1", (2, 3, 8, 9)),
+    ("num_output: 4 kernel_size: 3 stride: 3 bias_term: false", (5, 2, 10, 11)),
+])
+def test_images_compute_what_the_batched_columns_do(spec, shape, dtype, rtol, monkeypatch):
+    """Top, input and parameter gradients (accumulated over two steps) of two bottoms."""
+    xs = [R.randn(*shape) for _ in range(2)]
+    got = []
+    for batched in (False, True):
+        layer, bottom, top = conv_layer(spec, [shape] * 2, dtype, batched, monkeypatch)
+        assert layer.by_image != batched
+        if not got:
+            dys = [R.randn(*top[0].shape) for _ in range(2)]
+        got.append(run_steps(layer, bottom, top, xs, dys, [True, True]))
+    for mine, theirs in zip(*got):
+        for a, b in zip(mine, theirs):
+            numpy.testing.assert_allclose(a, b, rtol=rtol, atol=rtol)
+    assert all(numpy.abs(d).sum() > 0 for d in got[0][1])
+
+
+@pytest.mark.parametrize("down,params", [(False, (True, True)), (True, (False, True)),
+                                         (True, (True, False)), (False, (False, True))])
+def test_images_compute_only_the_gradients_asked_for(down, params, monkeypatch):
+    """Without propagate_down the bottom's diff stays; a parameter not learned keeps its diff."""
+    shape = (3, 2, 7, 7)
+    x, dy = R.randn(*shape), R.randn(3, 4, 5, 5)
+    got = []
+    for batched in (False, True):
+        layer, bottom, top = conv_layer("num_output: 4 kernel_size: 3", [shape], numpy.float64,
+                                        batched, monkeypatch)
+        layer.param_propagate_down = list(params)
+        bottom[0].diff[...] = 7.0
+        got.append(run_steps(layer, bottom, top, [x], [dy], [down], steps=1))
+    (_, (dx,), (dw, db)), (_, (dx2,), (dw2, db2)) = got
+    assert (dx == 7.0).all() != down
+    numpy.testing.assert_allclose(dx, dx2, rtol=1e-12)
+    assert (dw == 0.5).all() != params[0] and (db == 0.5).all() != params[1]
+    numpy.testing.assert_allclose(dw, dw2, rtol=1e-12)
+    numpy.testing.assert_allclose(db, db2, rtol=1e-12)
+
+
+@pytest.mark.parametrize("spec,shape,by_image", [
+    ("num_output: 20 kernel_size: 5", (64, 1, 28, 28), True),              # LeNet conv1
+    ("num_output: 32 kernel_size: 5 pad: 2", (100, 3, 32, 32), True),      # CIFAR-10 conv1
+    ("num_output: 50 kernel_size: 5", (64, 20, 12, 12), False),            # LeNet conv2: K 500
+    ("num_output: 64 kernel_size: 7 stride: 2 pad: 3", (2, 3, 64, 64), False),  # 147 x 1024
+    ("num_output: 64 kernel_size: 3 pad: 1", (2, 3, 224, 224), False),     # columns 27 x 50176
+    ("num_output: 8 kernel_size: 1", (2, 4, 9, 9), False),                 # 1x1: no im2col
+    ("num_output: 16 kernel_size: 3 pad: 1", (4, 16, 8, 8), False),        # Winograd's
+])
+def test_images_are_chosen_for_narrow_kernels_and_small_maps(spec, shape, by_image):
+    from caffecli.layers import convolution
+    layer = make_layer('type: "Convolution" convolution_param { %s }' % spec)
+    bottom, top = [Blob(shape)], [Blob()]
+    layer.SetUp(bottom, top)
+    assert layer.by_image == by_image
+    assert layer.kernel_dim <= convolution.IMAGE_MAX_INNER or not by_image
+
+
+def test_read_only_input_and_no_input_gradient():
+    """conv_jit itself on a read-only image batch, without dx: the parameter gradients only,
+    added to the diffs, summed in image order."""
+    x = R.randn(3, 2, 6, 6).astype(numpy.float32)
+    x.flags.writeable = False
+    w = R.randn(1, 4, 18).astype(numpy.float32)
+    dy = R.randn(3, 4, 4, 4).astype(numpy.float32)
+    wdiff, bdiff = numpy.ones((1, 4, 18), numpy.float32), numpy.ones(4, numpy.float32)
+    conv_jit.backward(x, dy, w, (3, 3), (1, 1), (1, 1), (0, 0), wdiff, bdiff, None,
+                      numpy.empty((3, 1, 4, 18), numpy.float32), numpy.empty((3, 4)))
+    cols = numpy.empty((3, 2, 3, 3, 1, 4, 4), numpy.float32)
+    for i in range(3):
+        im2col_jit.im2col(x[i:i + 1], (1, 1), (1, 1), (0, 0), False, cols[i])
+    want = numpy.ones((4, 18), numpy.float32)
+    for i in range(3):   # each image's product added in turn
+        want += dy[i].reshape(4, 16).astype(numpy.float64) @ cols[i].reshape(18, 16).T
+    numpy.testing.assert_allclose(wdiff[0], want, rtol=1e-5, atol=1e-5)
+    numpy.testing.assert_allclose(bdiff, 1 + dy.sum(axis=(0, 2, 3)), rtol=1e-5)
+
+
+def test_blas_runs_on_one_thread_inside_and_the_counts_come_back(monkeypatch):
+    libraries = blas_threads._libraries[0]
+    before = [get() for get, _ in libraries]
+    with blas_threads.one_thread():
+        with blas_threads.one_thread():
+            assert [get() for get, _ in libraries] == [1] * len(libraries)
+        assert [get() for get, _ in libraries] == [1] * len(libraries)
+    assert [get() for get, _ in libraries] == before
+    held = []
+    real = blas_threads.one_thread
+    monkeypatch.setattr(blas_threads, "one_thread",
+                        lambda: held.append([get() for get, _ in libraries]) or real())
+    y = numpy.empty((2, 3, 4, 4), numpy.float32)
+    conv_jit.forward(numpy.ones((2, 1, 6, 6), numpy.float32), numpy.ones((1, 3, 9), numpy.float32),
+                     None, None, (3, 3), (1, 1), (1, 1), (0, 0), y)
+    assert len(held) == 1 and (y == 9).all()
+
+
+def test_kernels_from_other_modules_are_compiled_and_keyed():
+    """conv_jit's kernels call im2col_jit's: _linked compiles them and records them, so the
+    disk cache's key holds their code (numba checks only the caller's own file)."""
+    linked = jit._linked(conv_jit._columns)
+    assert linked.foreign == (im2col_jit._window_rows,)
+    assert jit._linked(im2col_jit._im2col).foreign == ()
