@@ -86,9 +86,11 @@ def gpu_mode(monkeypatch):
 @pytest.fixture
 def batched_convolution(monkeypatch):
     """Convolutions over a chunk's columns (im2col and wide GEMMs) even where products image by
-    image (kernels/conv_jit.py) would be chosen: for tests of the batched path's own steps."""
+    image (kernels/conv_jit.py) would be chosen, for every gradient: for tests of the batched
+    path's own steps."""
     from caffecli.layers import convolution
     monkeypatch.setattr(convolution, "IMAGE_MAX_INNER", 0)
+    monkeypatch.setattr(convolution, "DOWN_MAX_MACS", 0)
 
 
 @pytest.fixture(params=["by-image", "batched"])
@@ -98,6 +100,7 @@ def conv_algorithm(request, monkeypatch):
     if request.param == "batched":
         from caffecli.layers import convolution
         monkeypatch.setattr(convolution, "IMAGE_MAX_INNER", 0)
+        monkeypatch.setattr(convolution, "DOWN_MAX_MACS", 0)
     return request.param
 
 

@@ -87,6 +87,28 @@ def test_images_compute_only_the_gradients_asked_for(down, params, monkeypatch):
     numpy.testing.assert_allclose(db, db2, rtol=1e-12)
 
 
+@pytest.mark.parametrize("spec,shape", [
+    ("num_output: 50 kernel_size: 5", (4, 20, 12, 12)),                       # LeNet's conv2
+    ("num_output: 8 kernel_size: 5 stride: 2 pad: 1 group: 2", (3, 12, 9, 9)),
+])
+def test_input_gradient_alone_by_image(spec, shape, monkeypatch):
+    """Where only the input gradient runs image by image, every result is the batched path's
+    (the weight gradient still reads the forward's batched columns)."""
+    from caffecli.layers import convolution
+    x = R.randn(*shape)
+    got = []
+    for macs in (convolution.DOWN_MAX_MACS, 0):
+        monkeypatch.setattr(convolution, "DOWN_MAX_MACS", macs)
+        layer, bottom, top = conv_layer(spec, [shape], numpy.float64, False, monkeypatch)
+        assert layer.down_by_image == bool(macs) and not layer.by_image
+        if not got:
+            dy = R.randn(*top[0].shape)
+        got.append(run_steps(layer, bottom, top, [x], [dy], [True]))
+    for mine, theirs in zip(*got):
+        for a, b in zip(mine, theirs):
+            numpy.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("spec,shape,by_image", [
     ("num_output: 20 kernel_size: 5", (64, 1, 28, 28), True),              # LeNet conv1
     ("num_output: 32 kernel_size: 5 pad: 2", (100, 3, 32, 32), True),      # CIFAR-10 conv1
@@ -103,6 +125,20 @@ def test_images_are_chosen_for_narrow_kernels_and_small_maps(spec, shape, by_ima
     layer.SetUp(bottom, top)
     assert layer.by_image == by_image
     assert layer.kernel_dim <= convolution.IMAGE_MAX_INNER or not by_image
+
+
+@pytest.mark.parametrize("spec,shape,down", [
+    ("num_output: 50 kernel_size: 5", (64, 20, 12, 12), True),                 # LeNet conv2
+    ("num_output: 32 kernel_size: 5 pad: 2", (100, 32, 16, 16), True),         # CIFAR-10 conv2
+    ("num_output: 256 kernel_size: 5 pad: 2 group: 2", (10, 96, 27, 27), False),  # CaffeNet's
+    ("num_output: 20 kernel_size: 5", (64, 1, 28, 28), False),   # LeNet conv1: all by image
+    ("num_output: 8 kernel_size: 1", (2, 40, 9, 9), False),                    # 1x1
+])
+def test_input_gradient_alone_by_image_for_small_products(spec, shape, down):
+    layer = make_layer('type: "Convolution" convolution_param { %s }' % spec)
+    bottom, top = [Blob(shape)], [Blob()]
+    layer.SetUp(bottom, top)
+    assert layer.down_by_image == down
 
 
 def test_read_only_input_and_no_input_gradient():

@@ -144,12 +144,17 @@ def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
                    *stride, *dilation, *pad, y)
 
 
-def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, bdiff, dx, wsum, bsum):
+def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, bdiff, dx, wsum=None, bsum=None):
     """Add the weight gradient of dy (N, M, oh, ow) to ``wdiff`` (g, M/g, K) and its bias
     gradient to ``bdiff`` (M,), each unless None, and set ``dx`` (N, C, H, W) unless None;
-    ``wsum`` (N, g, M/g, K) and ``bsum`` (N, M) float64: scratch for the per-image sums."""
+    ``wsum`` (N, g, M/g, K) and ``bsum`` (N, M) float64: scratch for the per-image sums (where
+    those gradients are asked for)."""
     n = x.shape[0]
     wt = numpy.ascontiguousarray(w.transpose(0, 2, 1))
+    if wsum is None:
+        wsum = numpy.empty((0,) * 4, dy.dtype)
+    if bsum is None:
+        bsum = numpy.empty((0, 0))
     with blas_threads.one_thread():
         for_native(_backward_parts, n, dy.size * w.shape[2], x, dy, w, wt, *kernel, *stride,
                    *dilation, *pad, wdiff is not None, bdiff is not None, dx is not None,

@@ -13,6 +13,10 @@ from ._base_conv import COL_CHUNK_ELEMENTS, BaseConvolutionLayer, prod
 
 WINOGRAD_MIN_CHANNELS = 16  # per group, in and out: narrower GEMMs run too far below peak
 WINOGRAD_MIN_TILES = 64     # per chunk: fewer leave the filters' transform the larger cost
+DOWN_MAX_MACS = 1 << 24     # multiply-adds of one image's input gradient (a group's) at most for
+                            # it to run image by image (conv_jit) where the rest stays batched:
+                            # LeNet's conv2 (1.6M) 2.75 -> 2.53 ms, CIFAR-10's conv2 (6.6M) 20.7 ->
+                            # 16.5 ms; CaffeNet's conv2 (118M) 55 -> 79 ms (2-core EPYC)
 IMAGE_MAX_INNER = 128       # kernel_dim at most, and values of one image's columns, for products
 IMAGE_MAX_COLUMNS = 1 << 17  # image by image (conv_jit): LeNet's conv1 (25 x 576) and CIFAR-10's
                              # (75 x 1024) ran 1.5-1.8x faster, LeNet's conv2 (500 x 64) and
@@ -60,6 +64,12 @@ class ConvolutionLayer(BaseConvolutionLayer):
                          and not self.pointwise and self.kernel_dim <= IMAGE_MAX_INNER
                          and self.kernel_dim * prod(self.out_shape) <= IMAGE_MAX_COLUMNS
                          and blas_threads.available())
+        # the input gradient alone image by image (the weight gradient's batched columns stay)
+        self.down_by_image = (
+            jit.INSTALLED and not self.by_image and not self.winograd and self.num_spatial == 2
+            and not self.pointwise
+            and self.kernel_dim * self.num_output // g * prod(self.out_shape) <= DOWN_MAX_MACS
+            and blas_threads.available())
         plane = prod(self.cols.padded) * self.channels * self.blobs[0].dtype.itemsize
         self.by_position = (self.num_spatial == 2 and not self.pointwise
                             and self.channels // g >= POSITION_MIN_CHANNELS
@@ -226,6 +236,10 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 self._backward_by_image(x, dy, w, wdiff, dx if down else None, need_w)
                 continue
             dy4 = dy.reshape((self.num, m) + tuple(self.out_shape))
+            if down and self.down_by_image and jit.usable(x, dy, w, dx):
+                conv_jit.backward(x, dy4, w, self.kernel, self.stride, self.dilation, self.pad,
+                                  None, None, dx)
+                down = False
             weights_left = need_w and not self._winograd_weight_gradient(
                 x, dy4, self.weights[0].diff)
             if down and self._winograd(dy4, dx, True):   # after: it overwrites the tiles
