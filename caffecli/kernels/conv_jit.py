@@ -5,7 +5,8 @@ the compiled loop (numba's numpy.dot: scipy's OpenBLAS), written straight into t
 Over a batch, im2col and one wide GEMM (layers/convolution.py) suit most layers, but where the
 GEMM's inner dimension is a few dozen (LeNet's conv1: 20 x 25 by 25 x 36864) it runs far below
 BLAS's peak while its operands stream through memory, and its product must then move to the
-blob's layout. LeNet's conv1 on the 2-core EPYC, forward: 0.65-1.07 -> 0.24-0.40 ms.
+blob's layout. LeNet's conv1 in its pass on the 2-core EPYC: forward 0.96 -> 0.53 ms, backward
+1.17 -> 0.71 ms.
 
 Every OpenBLAS product runs on its caller's thread meanwhile (kernels/blas_threads.py), in
 blocks of rows of at most SMALL_MACS multiply-adds: OpenBLAS's small-matrix kernels take those
