@@ -29,7 +29,7 @@ SMALL_MACS = 1000000
 def _product(a, b, out):
     """out = a @ b, in as few blocks of rows of near-equal size as keep each to SMALL_MACS."""
     rows, inner = a.shape
-    blocks = max(1, -(-rows * inner * b.shape[1] // SMALL_MACS))
+    blocks = min(rows, max(1, -(-rows * inner * b.shape[1] // SMALL_MACS)))
     for j in range(blocks):
         r0, r1 = rows * j // blocks, rows * (j + 1) // blocks
         numpy.dot(a[r0:r1], b, out[r0:r1])
