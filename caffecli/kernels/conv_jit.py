@@ -40,16 +40,21 @@ def _columns(x, i, sh, sw, dh, dw, ph, pw, col):
     _window_rows(x[i:i + 1], sh, sw, dh, dw, ph, pw, 0, x.shape[1], 0, 1, col)
 
 
+def _buffers(x, w, t, kh, kw):
+    """A column buffer (C, kh, kw, 1, oh, ow) for one image and its (g, K, oh * ow) view; t
+    (N, M, oh, ow) viewed as (N, g, M/g, oh * ow) and as (N, M, oh * ow)."""
+    g, mg, k = w.shape
+    n, m, oh, ow = t.shape
+    col = numpy.empty((x.shape[1], kh, kw, 1, oh, ow), x.dtype)
+    return (col, col.reshape(g, k, oh * ow), t.reshape(n, g, mg, oh * ow),
+            t.reshape(n, m, oh * ow))
+
+
 def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, n0, n1, y):
     """y[n0:n1] (N, M, oh, ow) = images n0..n1 of x convolved with w (g, M/g, K), plus ``bias``
     where it has values, then with ``rectify`` the ReLU of ``slope`` (relu_jit's expression)."""
-    g, mg, k = w.shape
-    n, m, oh, ow = y.shape
-    size = oh * ow
-    col = numpy.empty((x.shape[1], kh, kw, 1, oh, ow), x.dtype)
-    cols = col.reshape(g, k, size)
-    out = y.reshape(n, g, mg, size)
-    flat = y.reshape(n, m, size)
+    col, cols, out, flat = _buffers(x, w, y, kh, kw)
+    g, m, size = w.shape[0], flat.shape[1], flat.shape[2]
     for i in range(n0, n1):
         _columns(x, i, sh, sw, dh, dw, ph, pw, col)
         for j in range(g):
@@ -80,13 +85,8 @@ def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, dow
     """For images n0..n1: with ``weights`` wsum[i] (g, M/g, K) = image i's weight gradient, with
     ``biases`` bsum[i] (M,) its bias gradient (float64 sums), with ``down`` dx[i] = its input
     gradient (col2im of wt (g, K, M/g) @ dy[i]); w (g, M/g, K) the filters."""
-    g, mg, k = w.shape
-    n, m, oh, ow = dy.shape
-    size = oh * ow
-    col = numpy.empty((x.shape[1], kh, kw, 1, oh, ow), x.dtype)
-    cols = col.reshape(g, k, size)
-    grads = dy.reshape(n, g, mg, size)
-    flat = dy.reshape(n, m, size)
+    col, cols, grads, flat = _buffers(x, w, dy, kh, kw)
+    g = w.shape[0]
     for i in range(n0, n1):
         if weights:
             _columns(x, i, sh, sw, dh, dw, ph, pw, col)
