@@ -88,8 +88,8 @@ def batched_convolution(monkeypatch):
     """Convolutions over a chunk's columns (im2col and wide GEMMs) even where products image by
     image (kernels/conv_jit.py) would be chosen, for every gradient: for tests of the batched
     path's own steps."""
-    from caffecli.layers import convolution
-    monkeypatch.setattr(convolution, "IMAGE_MAX_INNER", 0)
+    from caffecli.layers import _base_conv, convolution
+    monkeypatch.setattr(_base_conv, "IMAGE_MAX_INNER", 0)
     monkeypatch.setattr(convolution, "DOWN_MAX_MACS", 0)
 
 
@@ -98,8 +98,8 @@ def conv_algorithm(request, monkeypatch):
     """The test twice: convolutions image by image where conv_jit applies (the default for
     narrow kernels), then over batched columns everywhere."""
     if request.param == "batched":
-        from caffecli.layers import convolution
-        monkeypatch.setattr(convolution, "IMAGE_MAX_INNER", 0)
+        from caffecli.layers import _base_conv, convolution
+        monkeypatch.setattr(_base_conv, "IMAGE_MAX_INNER", 0)
         monkeypatch.setattr(convolution, "DOWN_MAX_MACS", 0)
     return request.param
 

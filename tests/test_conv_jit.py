@@ -6,6 +6,7 @@ import pytest
 from caffecli import context
 from caffecli.blob import Blob
 from caffecli.kernels import blas_threads, conv_jit, im2col_jit, jit
+from caffecli.layers import _base_conv, convolution
 from gradcheck import make_layer
 
 pytestmark = [
@@ -15,13 +16,13 @@ pytestmark = [
 R = numpy.random.RandomState(7)
 
 
-def conv_layer(spec, shapes, dtype, batched, monkeypatch, seed=3):
-    """A Convolution of ``spec`` set up on bottoms of ``shapes``, image by image or batched."""
-    from caffecli.layers import convolution
-    monkeypatch.setattr(convolution, "IMAGE_MAX_INNER", 0 if batched else 128)
+def conv_layer(spec, shapes, dtype, batched, monkeypatch, seed=3, kind="Convolution"):
+    """A Convolution (or Deconvolution) of ``spec`` set up on bottoms of ``shapes``, image by
+    image or batched."""
+    monkeypatch.setattr(_base_conv, "IMAGE_MAX_INNER", 0 if batched else 128)
     context.set_random_seed(seed)
-    layer = make_layer('type: "Convolution" convolution_param { %s weight_filler { type: '
-                       '"gaussian" std: 0.3 } bias_filler { type: "gaussian" std: 1 } }' % spec)
+    layer = make_layer('type: "%s" convolution_param { %s weight_filler { type: "gaussian" '
+                       'std: 0.3 } bias_filler { type: "gaussian" std: 1 } }' % (kind, spec))
     bottom = [Blob(s, dtype=dtype) for s in shapes]
     top = [Blob(dtype=dtype) for _ in shapes]
     layer.SetUp(bottom, top)
@@ -66,16 +67,44 @@ def test_images_compute_what_the_batched_columns_do(spec, shape, dtype, rtol, mo
     assert all(numpy.abs(d).sum() > 0 for d in got[0][1])
 
 
+@pytest.mark.parametrize("dtype,rtol", [(numpy.float64, 1e-12), (numpy.float32, 2e-5)])
+@pytest.mark.parametrize("spec,shape", [
+    ("num_output: 21 group: 21 kernel_size: 4 stride: 2 pad: 1", (2, 21, 6, 6)),  # upsampling
+    ("num_output: 4 kernel_size: 3 stride: 2 pad: 1 dilation: 2", (3, 6, 5, 4)),
+    ("num_output: 6 kernel_h: 2 kernel_w: 3 group: 2 bias_term: false", (2, 4, 5, 5)),
+])
+def test_deconvolution_images_compute_what_the_batched_columns_do(spec, shape, dtype, rtol,
+                                                                  monkeypatch):
+    """Deconvolution by image (conv_jit with Convolution's image and grid swapped): top, input
+    and parameter gradients over two steps, two bottoms."""
+    xs = [R.randn(*shape) for _ in range(2)]
+    got = []
+    for batched in (False, True):
+        layer, bottom, top = conv_layer(spec, [shape] * 2, dtype, batched, monkeypatch,
+                                        kind="Deconvolution")
+        assert layer.by_image != batched
+        if not got:
+            dys = [R.randn(*top[0].shape) for _ in range(2)]
+        got.append(run_steps(layer, bottom, top, xs, dys, [True, True]))
+    for mine, theirs in zip(*got):
+        for a, b in zip(mine, theirs):
+            numpy.testing.assert_allclose(a, b, rtol=rtol, atol=rtol)
+    assert all(numpy.abs(d).sum() > 0 for d in got[0][1])
+
+
+@pytest.mark.parametrize("kind,dy_shape", [("Convolution", (3, 4, 5, 5)),
+                                           ("Deconvolution", (3, 4, 9, 9))])
 @pytest.mark.parametrize("down,params", [(False, (True, True)), (True, (False, True)),
                                          (True, (True, False)), (False, (False, True))])
-def test_images_compute_only_the_gradients_asked_for(down, params, monkeypatch):
+def test_images_compute_only_the_gradients_asked_for(down, params, kind, dy_shape, monkeypatch):
     """Without propagate_down the bottom's diff stays; a parameter not learned keeps its diff."""
     shape = (3, 2, 7, 7)
-    x, dy = R.randn(*shape), R.randn(3, 4, 5, 5)
+    x, dy = R.randn(*shape), R.randn(*dy_shape)
     got = []
     for batched in (False, True):
         layer, bottom, top = conv_layer("num_output: 4 kernel_size: 3", [shape], numpy.float64,
-                                        batched, monkeypatch)
+                                        batched, monkeypatch, kind=kind)
+        assert layer.by_image != batched
         layer.param_propagate_down = list(params)
         bottom[0].diff[...] = 7.0
         got.append(run_steps(layer, bottom, top, [x], [dy], [down], steps=1))
@@ -94,7 +123,6 @@ def test_images_compute_only_the_gradients_asked_for(down, params, monkeypatch):
 def test_input_gradient_alone_by_image(spec, shape, monkeypatch):
     """Where only the input gradient runs image by image, every result is the batched path's
     (the weight gradient still reads the forward's batched columns)."""
-    from caffecli.layers import convolution
     x = R.randn(*shape)
     got = []
     for macs in (convolution.DOWN_MAX_MACS, 0):
@@ -119,12 +147,11 @@ def test_input_gradient_alone_by_image(spec, shape, monkeypatch):
     ("num_output: 16 kernel_size: 3 pad: 1", (4, 16, 8, 8), False),        # Winograd's
 ])
 def test_images_are_chosen_for_narrow_kernels_and_small_maps(spec, shape, by_image):
-    from caffecli.layers import convolution
     layer = make_layer('type: "Convolution" convolution_param { %s }' % spec)
     bottom, top = [Blob(shape)], [Blob()]
     layer.SetUp(bottom, top)
     assert layer.by_image == by_image
-    assert layer.kernel_dim <= convolution.IMAGE_MAX_INNER or not by_image
+    assert layer.kernel_dim <= _base_conv.IMAGE_MAX_INNER or not by_image
 
 
 @pytest.mark.parametrize("spec,shape,down", [

@@ -330,7 +330,7 @@ def test_fused_conv_relu_computes_the_layers_values(dtype, slope, bias, chunk, k
     if chunk is not None:
         monkeypatch.setattr(_base_conv, "COL_CHUNK_ELEMENTS", chunk)
     if last_pass != "by_image":
-        monkeypatch.setattr(convolution, "IMAGE_MAX_INNER", 0)
+        monkeypatch.setattr(_base_conv, "IMAGE_MAX_INNER", 0)
     calls = count_conv_relu_calls(monkeypatch)
     real = conv_jit.forward
     monkeypatch.setattr(conv_jit, "forward", lambda *a: calls.update(

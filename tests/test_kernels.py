@@ -295,6 +295,8 @@ def test_kernel_threads_are_numbas_work_queue_unless_a_layer_is_named(named):
      'weight_filler { type: "gaussian" std: 0.3 } }', (7, 2, 9, 8)),
     ('type: "Convolution" convolution_param { num_output: 3 kernel_size: 3 pad: 1 '
      'weight_filler { type: "gaussian" std: 0.3 } }', (5, 2, 4, 5, 3)),
+    ('type: "Deconvolution" convolution_param { num_output: 4 kernel_size: 3 stride: 2 '
+     'weight_filler { type: "gaussian" std: 0.3 } }', (5, 3, 5, 4)),
 ])
 def test_split_across_threads_gives_the_same_bits(monkeypatch, text, shape, conv_algorithm):
     """Layers whose host work is split across threads: one part or many, on the pool or on

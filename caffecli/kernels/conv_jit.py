@@ -80,18 +80,24 @@ def _plane_sums(planes, out):
         out[c] = total
 
 
-def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, n0, n1,
-              wsum, bsum, dx):
+def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, convolve,
+              n0, n1, wsum, bsum, dx, y):
     """For images n0..n1: with ``weights`` wsum[i] (g, M/g, K) = image i's weight gradient, with
     ``biases`` bsum[i] (M,) its bias gradient (float64 sums), with ``down`` dx[i] = its input
-    gradient (col2im of wt (g, K, M/g) @ dy[i]); w (g, M/g, K) the filters."""
+    gradient (col2im of wt (g, K, M/g) @ dy[i]), with ``convolve`` y[i] (M, oh, ow) = x[i]
+    convolved, from the weight gradient's columns (Deconvolution's input gradient); w
+    (g, M/g, K) the filters."""
     col, cols, grads, flat = _buffers(x, w, dy, kh, kw)
     g = w.shape[0]
+    out = y.reshape(grads.shape)
     for i in range(n0, n1):
-        if weights:
+        if weights or convolve:
             _columns(x, i, sh, sw, dh, dw, ph, pw, col)
-            for j in range(g):
+        for j in range(g):
+            if weights:
                 _product(grads[i, j], cols[j].T, wsum[i, j])
+            if convolve:
+                _product(w[j], cols[j], out[i, j])
         if biases:
             _plane_sums(flat[i], bsum[i])
         if down:
@@ -129,10 +135,10 @@ def _forward_parts(bounds, x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, p
 
 
 def _backward_parts(bounds, x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases,
-                    down, wsum, bsum, dx):
+                    down, convolve, wsum, bsum, dx, y):
     for p in prange(bounds.size - 1):
-        _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down,
-                  bounds[p], bounds[p + 1], wsum, bsum, dx)
+        _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, convolve,
+                  bounds[p], bounds[p + 1], wsum, bsum, dx, y)
 
 
 def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
@@ -145,21 +151,25 @@ def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
                    *stride, *dilation, *pad, y)
 
 
-def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, bdiff, dx, wsum=None, bsum=None):
+def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, bdiff, dx, wsum=None, bsum=None,
+             y=None):
     """Add the weight gradient of dy (N, M, oh, ow) to ``wdiff`` (g, M/g, K) and its bias
     gradient to ``bdiff`` (M,), each unless None, and set ``dx`` (N, C, H, W) unless None;
     ``wsum`` (N, g, M/g, K) and ``bsum`` (N, M) float64: scratch for the per-image sums (where
-    those gradients are asked for)."""
+    those gradients are asked for). With ``y`` (dy's shape): x convolved too, from the same
+    columns (a Deconvolution's weight and input gradients in one pass)."""
     n = x.shape[0]
     wt = numpy.ascontiguousarray(w.transpose(0, 2, 1))
     if wsum is None:
         wsum = numpy.empty((0,) * 4, dy.dtype)
     if bsum is None:
         bsum = numpy.empty((0, 0))
+    none = numpy.empty((0,) * 4, x.dtype)
     with blas_threads.one_thread():
         for_native(_backward_parts, n, dy.size * w.shape[2], x, dy, w, wt, *kernel, *stride,
                    *dilation, *pad, wdiff is not None, bdiff is not None, dx is not None,
-                   wsum, bsum, numpy.empty((0,) * 4, x.dtype) if dx is None else dx)
+                   y is not None, wsum, bsum, none if dx is None else dx,
+                   dy if y is None else y)
     if wdiff is not None:
         jit.kernel(_sum_weights)(wsum, wdiff)
     if bdiff is not None:

@@ -8,12 +8,16 @@ from ..blob import Blob
 from ..fillers import fill
 from ..kernels import device, host_memory
 from ..kernels import im2col as ic
-from ..kernels import channel_jit, im2col_jit, jit
+from ..kernels import blas_threads, channel_jit, im2col_jit, jit
 from ..kernels.channel_sums import channel_sums
 from ..kernels.threads import for_parts, num_threads
 from ..layer import Layer
 
 COL_CHUNK_ELEMENTS = 1 << 25  # cap on the column buffer (elements); larger batches go in chunks
+IMAGE_MAX_INNER = 128       # kernel_dim at most, and values of one image's columns, for products
+IMAGE_MAX_COLUMNS = 1 << 17  # image by image (conv_jit): LeNet's conv1 (25 x 576) and CIFAR-10's
+                             # (75 x 1024) ran 1.5-1.8x faster, LeNet's conv2 (500 x 64) and
+                             # GoogLeNet's conv1 (147 x 12544) slower (2-core EPYC)
 
 
 def prod(seq):
@@ -341,6 +345,14 @@ class BaseConvolutionLayer(Layer):
         self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(per_item, 1)))
         # the columns of the last forward stay valid for the weight gradient
         self._cached = False
+
+    def _images_pay(self):
+        """Whether this 2-D layer's products run image by image (kernels/conv_jit.py): a narrow
+        kernel over a small grid, compiled kernels, and an OpenBLAS whose threads can be held
+        to one. The same arithmetic as Caffe's per-image GEMMs (``engine: CAFFE`` too)."""
+        return (jit.INSTALLED and self.num_spatial == 2 and self.kernel_dim <= IMAGE_MAX_INNER
+                and self.kernel_dim * prod(self.cols.grid_shape) <= IMAGE_MAX_COLUMNS
+                and blas_threads.available())
 
     def _chunks(self):
         for n0 in range(0, self.num, self.chunk):

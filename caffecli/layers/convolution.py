@@ -17,10 +17,6 @@ DOWN_MAX_MACS = 1 << 24     # multiply-adds of one image's input gradient (a gro
                             # it to run image by image (conv_jit) where the rest stays batched:
                             # LeNet's conv2 (1.6M) 2.75 -> 2.53 ms, CIFAR-10's conv2 (6.6M) 20.7 ->
                             # 16.5 ms; CaffeNet's conv2 (118M) 55 -> 79 ms (2-core EPYC)
-IMAGE_MAX_INNER = 128       # kernel_dim at most, and values of one image's columns, for products
-IMAGE_MAX_COLUMNS = 1 << 17  # image by image (conv_jit): LeNet's conv1 (25 x 576) and CIFAR-10's
-                             # (75 x 1024) ran 1.5-1.8x faster, LeNet's conv2 (500 x 64) and
-                             # GoogLeNet's conv1 (147 x 12544) slower (2-core EPYC)
 POSITION_MIN_CHANNELS = 8   # per group: on fewer, col2im by output position adds runs too short
 POSITION_MAX_PLANE = 1 << 16  # bytes of one image's padded gradient, every channel: col2im by
                               # position sums it in one plane, which runs slower than col2im's
@@ -59,11 +55,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
         if self.winograd:
             per_item = 16 * max(self.channels, self.num_output) * tiles
             self.chunk = max(1, min(self.chunk, COL_CHUNK_ELEMENTS // per_item))
-        # image by image: the same arithmetic as Caffe's per-image GEMMs (``engine: CAFFE`` too)
-        self.by_image = (jit.INSTALLED and not self.winograd and self.num_spatial == 2
-                         and not self.pointwise and self.kernel_dim <= IMAGE_MAX_INNER
-                         and self.kernel_dim * prod(self.out_shape) <= IMAGE_MAX_COLUMNS
-                         and blas_threads.available())
+        self.by_image = not (self.winograd or self.pointwise) and self._images_pay()
         # the input gradient alone image by image (the weight gradient's batched columns stay)
         self.down_by_image = (
             jit.INSTALLED and not self.by_image and not self.winograd and self.num_spatial == 2
