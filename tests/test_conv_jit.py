@@ -44,19 +44,14 @@ def run_steps(layer, bottom, top, xs, dys, down, steps=2):
             [p.diff.copy() for p in layer.blobs])
 
 
-@pytest.mark.parametrize("dtype,rtol", [(numpy.float64, 1e-12), (numpy.float32, 2e-5)])
-@pytest.mark.parametrize("spec,shape", [
-    ("num_output: 20 kernel_size: 5", (4, 1, 12, 12)),                        # LeNet's conv1
-    ("num_output: 6 kernel_size: 3 stride: 2 pad: 1 group: 2", (3, 4, 9, 8)),
-    ("num_output: 5 kernel_h: 3 kernel_w: 2 dilation: 2 pad_h: 2 pad_w: 1", (2, 3, 8, 9)),
-    ("num_output: 4 kernel_size: 3 stride: 3 bias_term: false", (5, 2, 10, 11)),
-])
-def test_images_compute_what_the_batched_columns_do(spec, shape, dtype, rtol, monkeypatch):
-    """Top, input and parameter gradients (accumulated over two steps) of two bottoms."""
+def assert_paths_agree(kind, spec, shape, dtype, rtol, monkeypatch):
+    """Top, input and parameter gradients (accumulated over two steps) of two bottoms: image
+    by image as the batched columns compute them."""
     xs = [R.randn(*shape) for _ in range(2)]
     got = []
     for batched in (False, True):
-        layer, bottom, top = conv_layer(spec, [shape] * 2, dtype, batched, monkeypatch)
+        layer, bottom, top = conv_layer(spec, [shape] * 2, dtype, batched, monkeypatch,
+                                        kind=kind)
         assert layer.by_image != batched
         if not got:
             dys = [R.randn(*top[0].shape) for _ in range(2)]
@@ -65,6 +60,17 @@ def test_images_compute_what_the_batched_columns_do(spec, shape, dtype, rtol, mo
         for a, b in zip(mine, theirs):
             numpy.testing.assert_allclose(a, b, rtol=rtol, atol=rtol)
     assert all(numpy.abs(d).sum() > 0 for d in got[0][1])
+
+
+@pytest.mark.parametrize("dtype,rtol", [(numpy.float64, 1e-12), (numpy.float32, 2e-5)])
+@pytest.mark.parametrize("spec,shape", [
+    ("num_output: 20 kernel_size: 5", (4, 1, 12, 12)),                        # LeNet's conv1
+    ("num_output: 6 kernel_size: 3 stride: 2 pad: 1 group: 2", (3, 4, 9, 8)),
+    ("num_output: 5 kernel_h: 3 kernel_w: 2 dilation: 2 pad_h: 2 pad_w: 1", (2, 3, 8, 9)),
+    ("num_output: 4 kernel_size: 3 stride: 3 bias_term: false", (5, 2, 10, 11)),
+])
+def test_images_compute_what_the_batched_columns_do(spec, shape, dtype, rtol, monkeypatch):
+    assert_paths_agree("Convolution", spec, shape, dtype, rtol, monkeypatch)
 
 
 @pytest.mark.parametrize("dtype,rtol", [(numpy.float64, 1e-12), (numpy.float32, 2e-5)])
@@ -75,21 +81,8 @@ def test_images_compute_what_the_batched_columns_do(spec, shape, dtype, rtol, mo
 ])
 def test_deconvolution_images_compute_what_the_batched_columns_do(spec, shape, dtype, rtol,
                                                                   monkeypatch):
-    """Deconvolution by image (conv_jit with Convolution's image and grid swapped): top, input
-    and parameter gradients over two steps, two bottoms."""
-    xs = [R.randn(*shape) for _ in range(2)]
-    got = []
-    for batched in (False, True):
-        layer, bottom, top = conv_layer(spec, [shape] * 2, dtype, batched, monkeypatch,
-                                        kind="Deconvolution")
-        assert layer.by_image != batched
-        if not got:
-            dys = [R.randn(*top[0].shape) for _ in range(2)]
-        got.append(run_steps(layer, bottom, top, xs, dys, [True, True]))
-    for mine, theirs in zip(*got):
-        for a, b in zip(mine, theirs):
-            numpy.testing.assert_allclose(a, b, rtol=rtol, atol=rtol)
-    assert all(numpy.abs(d).sum() > 0 for d in got[0][1])
+    """Deconvolution by image: conv_jit with Convolution's image and grid swapped."""
+    assert_paths_agree("Deconvolution", spec, shape, dtype, rtol, monkeypatch)
 
 
 @pytest.mark.parametrize("kind,dy_shape", [("Convolution", (3, 4, 5, 5)),
