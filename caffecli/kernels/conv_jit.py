@@ -19,8 +19,9 @@ another), so the bits do not depend on the thread count.
 import numpy
 
 from . import blas_threads, jit
+from .channel_jit import _channel_totals
 from .im2col_jit import _col2im, _col2im_phased, _window_rows
-from .jit import fast, prange
+from .jit import prange
 from .threads import for_native
 
 SMALL_MACS = 1000000
@@ -70,25 +71,15 @@ def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, n0, n1,
                     plane[t] = v
 
 
-@fast("reassoc")
-def _plane_sums(planes, out):
-    """out[c] = the float64 sum of planes[c] (vectorized: reassociated)."""
-    for c in range(planes.shape[0]):
-        total = 0.0
-        for t in range(planes.shape[1]):
-            total += planes[c, t]
-        out[c] = total
-
-
 def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, convolve,
               n0, n1, wsum, bsum, dx, y):
     """For images n0..n1: with ``weights`` wsum[i] (g, M/g, K) = image i's weight gradient, with
-    ``biases`` bsum[i] (M,) its bias gradient (float64 sums), with ``down`` dx[i] = its input
-    gradient (col2im of wt (g, K, M/g) @ dy[i]), with ``convolve`` y[i] (M, oh, ow) = x[i]
-    convolved, from the weight gradient's columns (Deconvolution's input gradient); w
-    (g, M/g, K) the filters."""
+    ``biases`` bsum[i] (M,) its bias gradient (channel_jit's float64 sums), with ``down`` dx[i]
+    = its input gradient (col2im of wt (g, K, M/g) @ dy[i]), with ``convolve`` y[i] (M, oh, ow)
+    = x[i] convolved, from the weight gradient's columns (Deconvolution's input gradient); w (g,
+    M/g, K) the filters."""
     col, cols, grads, flat = _buffers(x, w, dy, kh, kw)
-    g = w.shape[0]
+    g, m = w.shape[0], flat.shape[1]
     out = y.reshape(grads.shape)
     for i in range(n0, n1):
         if weights or convolve:
@@ -99,7 +90,7 @@ def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, dow
             if convolve:
                 _product(w[j], cols[j], out[i, j])
         if biases:
-            _plane_sums(flat[i], bsum[i])
+            _channel_totals(flat[i:i + 1], 0, m, bsum[i])
         if down:
             for j in range(g):
                 _product(wt[j], grads[i, j], cols[j])
