@@ -346,13 +346,22 @@ class BaseConvolutionLayer(Layer):
         # the columns of the last forward stay valid for the weight gradient
         self._cached = False
 
+    def _conv_jit_takes(self):
+        """Whether kernels/conv_jit.py can run this layer image by image: 2-D, compiled
+        kernels, and an OpenBLAS whose threads can be held to one."""
+        return jit.INSTALLED and self.num_spatial == 2 and blas_threads.available()
+
     def _images_pay(self):
-        """Whether this 2-D layer's products run image by image (kernels/conv_jit.py): a narrow
-        kernel over a small grid, compiled kernels, and an OpenBLAS whose threads can be held
-        to one. The same arithmetic as Caffe's per-image GEMMs (``engine: CAFFE`` too)."""
-        return (jit.INSTALLED and self.num_spatial == 2 and self.kernel_dim <= IMAGE_MAX_INNER
+        """Whether this layer's products run image by image (``_conv_jit_takes``): a narrow
+        kernel over a small grid. The same arithmetic as Caffe's per-image GEMMs (``engine:
+        CAFFE`` too)."""
+        return (self.kernel_dim <= IMAGE_MAX_INNER
                 and self.kernel_dim * prod(self.cols.grid_shape) <= IMAGE_MAX_COLUMNS
-                and blas_threads.available())
+                and self._conv_jit_takes())
+
+    def _geometry(self):
+        """kernel, stride, dilation, pad: conv_jit's geometry arguments."""
+        return self.kernel, self.stride, self.dilation, self.pad
 
     def _chunks(self):
         for n0 in range(0, self.num, self.chunk):

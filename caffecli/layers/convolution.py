@@ -4,7 +4,7 @@ products image by image in compiled code for narrow kernels on small maps (kerne
 
 import numpy
 
-from ..kernels import blas_threads, conv_jit, device, im2col_jit, jit, relu_jit, winograd
+from ..kernels import conv_jit, device, im2col_jit, jit, relu_jit, winograd
 from ..kernels import im2col as ic
 from ..kernels.gemm import gemm_stack
 from ..kernels.threads import for_parts
@@ -58,10 +58,9 @@ class ConvolutionLayer(BaseConvolutionLayer):
         self.by_image = not (self.winograd or self.pointwise) and self._images_pay()
         # the input gradient alone image by image (the weight gradient's batched columns stay)
         self.down_by_image = (
-            jit.INSTALLED and not self.by_image and not self.winograd and self.num_spatial == 2
-            and not self.pointwise
+            not (self.by_image or self.winograd or self.pointwise)
             and self.kernel_dim * self.num_output // g * prod(self.out_shape) <= DOWN_MAX_MACS
-            and blas_threads.available())
+            and self._conv_jit_takes())
         plane = prod(self.cols.padded) * self.channels * self.blobs[0].dtype.itemsize
         self.by_position = (self.num_spatial == 2 and not self.pointwise
                             and self.channels // g >= POSITION_MIN_CHANNELS
@@ -126,8 +125,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
         (host arrays)."""
         biases = self.bias_term and self.param_propagate_down[1]
         conv_jit.backward(
-            x, dy.reshape((self.num, self.num_output) + tuple(self.out_shape)), w, self.kernel,
-            self.stride, self.dilation, self.pad, wdiff if need_w else None,
+            x, dy.reshape((self.num, self.num_output) + tuple(self.out_shape)), w,
+            *self._geometry(), wdiff if need_w else None,
             self.weights[1].diff if biases else None, dx,
             self.scratch("_image_weights", (self.num,) + w.shape, w.dtype),
             self.scratch("_image_biases", (self.num, self.num_output), numpy.float64))
@@ -183,7 +182,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
             y = t.data.reshape(self.num, m, P)
             if self.by_image and jit.usable(x, y, w):   # bias and ReLU in the same pass
                 conv_jit.forward(x, w, self.weights[1].data if self.bias_term else None, relu,
-                                 self.kernel, self.stride, self.dilation, self.pad,
+                                 *self._geometry(),
                                  y.reshape((self.num, m) + tuple(self.out_shape)))
                 images_done = True
                 continue
@@ -229,8 +228,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 continue
             dy4 = dy.reshape((self.num, m) + tuple(self.out_shape))
             if down and self.down_by_image and jit.usable(x, dy, w, dx):
-                conv_jit.backward(x, dy4, w, self.kernel, self.stride, self.dilation, self.pad,
-                                  None, None, dx)
+                conv_jit.backward(x, dy4, w, *self._geometry(), None, None, dx)
                 down = False
             weights_left = need_w and not self._winograd_weight_gradient(
                 x, dy4, self.weights[0].diff)

@@ -24,9 +24,6 @@ class DeconvolutionLayer(BaseConvolutionLayer):
         super()._choose_algorithm()
         self.by_image = self._images_pay()
 
-    def _geometry(self):
-        return self.kernel, self.stride, self.dilation, self.pad
-
     def forward(self, bottom, top):
         c, m = self.channels, self.num_output
         Pin = prod(self.in_shape)
