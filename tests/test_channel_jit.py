@@ -49,7 +49,9 @@ def test_images_first_moves_with_numpys_bias_add(dtype):
     bias = R.randn(4).astype(dtype)
     for b in (bias, None):
         y = numpy.full((3, 4, 6), 7, dtype)
-        channel_jit.images_first(src, b, 1, 3, y)
+        with_bias = b is not None
+        jit.kernel(channel_jit._images_first)(src, b if with_bias else numpy.zeros(1, dtype),
+                                              with_bias, 1, 3, y)
         want = src.transpose(1, 0, 2) if b is None else src.transpose(1, 0, 2) + b[:, None]
         assert y[:, 1:3].tobytes() == numpy.ascontiguousarray(want[:, 1:3]).tobytes()
         assert (y[:, [0, 3]] == 7).all()

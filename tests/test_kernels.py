@@ -519,8 +519,8 @@ def test_channel_totals_moved_sums_and_copies_the_channels_asked(dtype):
     x = numpy.asarray(R.randn(3, 5, 1000) + 10, dtype)
     want, out = numpy.full(5, -1.0), numpy.full(5, -1.0)
     moved = numpy.full((5, 3, 1000), -1, dtype)
-    channel_jit.channel_totals(x, 1, 4, want)
-    channel_jit.channel_totals_moved(x, 1, 4, out, moved)
+    jit.kernel(channel_jit._channel_totals)(x, 1, 4, want)
+    jit.kernel(channel_jit._channel_totals_moved)(x, 1, 4, out, moved)
     assert numpy.array_equal(out, want) and out[0] == out[4] == -1
     numpy.testing.assert_array_equal(moved[1:4], x[:, 1:4].transpose(1, 0, 2))
     assert (moved[[0, 4]] == -1).all()
@@ -576,7 +576,7 @@ def test_channel_totals_sum_each_channel_in_float64(dtype):
     from caffecli.kernels import channel_jit
     x = numpy.asarray(R.randn(3, 5, 1000) + 10, dtype)
     out = numpy.full(5, -1.0)
-    channel_jit.channel_totals(x, 1, 4, out)
+    jit.kernel(channel_jit._channel_totals)(x, 1, 4, out)
     want = x.astype(numpy.float64).sum(axis=(0, 2))
     numpy.testing.assert_allclose(out[1:4], want[1:4], rtol=1e-13)
     assert out[0] == out[4] == -1

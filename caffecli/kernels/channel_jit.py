@@ -201,6 +201,8 @@ def chain_backward(d, y, keep, s, std, slope, c0, c1, sums):
 
 @fast("reassoc")
 def _channel_totals(x, c0, c1, out):
+    """out[c] (float64) = the sum of x[:, c, :] for channels c0..c1 of (outer, channels, inner)
+    x: a convolution's bias gradient, in float64 with vectorized (reassociated) row sums."""
     for c in range(c0, c1):
         total = 0.0
         for o in range(x.shape[0]):
@@ -210,14 +212,11 @@ def _channel_totals(x, c0, c1, out):
         out[c] = total
 
 
-def channel_totals(x, c0, c1, out):
-    """out[c] (float64) = the sum of x[:, c, :] for channels c0..c1 of (outer, channels, inner)
-    x: a convolution's bias gradient, in float64 with vectorized (reassociated) row sums."""
-    kernel(_channel_totals)(x, c0, c1, out)
-
-
 @fast("reassoc")
 def _channel_totals_moved(x, c0, c1, out, moved):
+    """``_channel_totals`` that also copies each channel's rows to moved (channels, outer,
+    inner) as it reads them: a convolution's bias gradient and its gradient's move to the
+    GEMMs' channels-first layout in one pass over it."""
     for c in range(c0, c1):
         total = 0.0
         for o in range(x.shape[0]):
@@ -229,14 +228,10 @@ def _channel_totals_moved(x, c0, c1, out, moved):
         out[c] = total
 
 
-def channel_totals_moved(x, c0, c1, out, moved):
-    """``channel_totals`` that also copies each channel's rows to moved (channels, outer, inner)
-    as it reads them: a convolution's bias gradient and its gradient's move to the GEMMs'
-    channels-first layout in one pass over it."""
-    kernel(_channel_totals_moved)(x, c0, c1, out, moved)
-
-
 def _images_first(src, bias, with_bias, c0, c1, y):
+    """y (outer, channels, inner) = src (channels, outer, inner) (+ ``bias`` per channel, one
+    rounding) for channels c0..c1: a convolution chunk's product moved into place (LeNet's
+    conv1, 2 cores: 0.10-0.12 ms against numpy's 0.15-0.18)."""
     for c in range(c0, c1):
         for o in range(y.shape[0]):
             row, source = y[o, c], src[c, o]
@@ -247,15 +242,6 @@ def _images_first(src, bias, with_bias, c0, c1, y):
             else:
                 for i in range(row.shape[0]):
                     row[i] = source[i]
-
-
-def images_first(src, bias, c0, c1, y):
-    """y (outer, channels, inner) = src (channels, outer, inner) (+ ``bias`` per channel, one
-    rounding) for channels c0..c1: a convolution chunk's product moved into place (LeNet's
-    conv1, 2 cores: 0.10-0.12 ms against numpy's 0.15-0.18)."""
-    with_bias = bias is not None
-    kernel(_images_first)(src, bias if with_bias else numpy.zeros(1, src.dtype), with_bias,
-                          c0, c1, y)
 
 
 # ---- the same over every channel, split across the threads (threads.for_native) ------------
@@ -275,17 +261,17 @@ def _images_first_parts(bounds, src, bias, with_bias, y):
 
 
 def split_channel_totals(x, out, min_part=None):
-    """``channel_totals`` of every channel, channels split across the threads."""
+    """``_channel_totals`` of every channel, channels split across the threads."""
     for_native(_channel_totals_parts, x.shape[1], x.size, x, out, min_part=min_part)
 
 
 def split_channel_totals_moved(x, out, moved):
-    """``channel_totals_moved`` of every channel, channels split across the threads."""
+    """``_channel_totals_moved`` of every channel, channels split across the threads."""
     for_native(_channel_totals_moved_parts, x.shape[1], moved.size, x, out, moved)
 
 
 def split_images_first(src, bias, y):
-    """``images_first`` of every channel, channels split across the threads."""
+    """``_images_first`` of every channel, channels split across the threads."""
     with_bias = bias is not None
     for_native(_images_first_parts, y.shape[1], y.size, src,
                bias if with_bias else numpy.zeros(1, src.dtype), with_bias, y)

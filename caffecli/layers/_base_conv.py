@@ -371,7 +371,7 @@ class BaseConvolutionLayer(Layer):
         """Images n0..n1 of x (n, c, *spatial) as a (g, c/g, nb * P) stack, image-major within
         each channel, in the scratch buffer ``name`` (a chunk's GEMM operand); channels split
         across threads. With float64 ``totals`` (c,): each channel's sum too, in the same pass
-        (the compiled kernels' ``channel_totals``, host arrays)."""
+        (channel_jit's ``split_channel_totals_moved``, host arrays)."""
         nb, c = n1 - n0, x.shape[1]
         out = self.scratch(name, (self.group, c // self.group, nb * x[0, 0].size), x.dtype)
         if totals is not None:
