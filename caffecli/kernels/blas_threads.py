@@ -41,10 +41,11 @@ def _find():
 def available():
     """Whether this process's BLAS is OpenBLAS whose threads ``one_thread`` can hold to one
     (scipy's, which numba's numpy.dot calls, loaded)."""
-    with _lock:
-        if not _libraries:
-            from scipy.linalg import cython_blas  # noqa: F401  (loads scipy's OpenBLAS)
-            _libraries.append(_find())
+    if not _libraries:   # looked for once; a layer asks at each reshape
+        with _lock:
+            if not _libraries:
+                from scipy.linalg import cython_blas  # noqa: F401  (loads scipy's OpenBLAS)
+                _libraries.append(_find())
     return bool(_libraries[0])
 
 
