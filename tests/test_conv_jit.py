@@ -205,3 +205,21 @@ def test_kernels_from_other_modules_are_compiled_and_keyed():
     linked = jit._linked(conv_jit._columns)
     assert linked.foreign == (im2col_jit._window_rows,)
     assert jit._linked(im2col_jit._im2col).foreign == ()
+
+
+@pytest.mark.parametrize("rows,inner,cols,step", [
+    (20, 25, 576, 20),      # within SMALL_MACS: whole
+    (32, 75, 1024, 12),     # 13 rows fit: blocks of 12, the last of 8
+    (50, 500, 64, 28),      # 31 fit: 28 and 22
+    (96, 256, 490, 96),     # 7 fit: blocks of 4 run slower than the whole
+    (300, 100, 1000, 300),  # 38 blocks of 8: too many
+    (256, 100, 1000, 8)])   # 32 blocks of 8
+def test_products_in_blocks_of_rows(rows, inner, cols, step):
+    """The blocks' plan, and the product it makes is a @ b, every row written."""
+    assert conv_jit._block_rows(rows, inner, cols) == step
+    a = R.randn(rows, inner).astype(numpy.float32)
+    b = R.randn(inner, cols).astype(numpy.float32)
+    out = numpy.full((rows, cols), numpy.nan, numpy.float32)
+    with blas_threads.one_thread():
+        jit.kernel(conv_jit._product)(a, b, out)
+    numpy.testing.assert_allclose(out, a.astype(numpy.float64) @ b, rtol=1e-4, atol=1e-4)

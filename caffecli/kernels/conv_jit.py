@@ -9,9 +9,8 @@ blob's layout. LeNet's conv1 in its pass on the 2-core EPYC: forward 0.96 -> 0.5
 1.17 -> 0.71 ms.
 
 Every OpenBLAS product runs on its caller's thread meanwhile (kernels/blas_threads.py), in
-blocks of rows of at most SMALL_MACS multiply-adds: OpenBLAS's small-matrix kernels take those
-without packing (one thread on the EPYC, OpenBLAS's SkylakeX kernels: 50 x 500 by 500 x 64 at
-78 GFLOP/s whole, 114 in blocks of 16 rows; 32 x 75 by 75 x 1024 at 66 and 112 in blocks of 8).
+blocks of rows of at most SMALL_MACS multiply-adds where that makes few blocks of 8 rows or more:
+OpenBLAS's small-matrix kernels take those without packing (``_block_rows``).
 Images are split across the threads. The weight gradient's products are kept per image and
 summed in image order afterwards (Caffe's order: one image's product added to the diff after
 another), so the bits do not depend on the thread count.
@@ -24,15 +23,31 @@ from .im2col_jit import _col2im, _col2im_phased, _window_rows
 from .jit import prange
 from .threads import for_native
 
-SMALL_MACS = 1000000
+SMALL_MACS = 1000000   # OpenBLAS's small-matrix kernels take a product of at most this many
+SMALL_MIN_ROWS = 8     # multiply-adds; blocks of fewer rows, or more than SMALL_MAX_BLOCKS of
+SMALL_MAX_BLOCKS = 32  # them, run slower than the whole product (one thread, EPYC, GFLOP/s whole
+                       # -> blocked: 32x75 @ 75x1024 57 -> 104, 50x500 @ 500x64 91 -> 115,
+                       # 2400x64 @ 64x196 95 -> 111; 384x256 @ 256x490 93 whole, 39 in 49
+                       # blocks of 7-8 rows; 1200x128 @ 128x729 89 whole, 74 in 150 of 8)
+
+
+def _block_rows(rows, inner, cols):
+    """Rows per block of a (rows, inner) @ (inner, cols) product: a multiple of 4 that keeps a
+    block to SMALL_MACS, where that takes at most SMALL_MAX_BLOCKS blocks of at least
+    SMALL_MIN_ROWS rows; else ``rows`` (the whole product at once)."""
+    fit = SMALL_MACS // max(1, inner * cols)
+    step = fit - fit % 4   # the kernels run best on 4, 8, 12 or 16 rows, not 10 or 11
+    if rows <= fit or step < SMALL_MIN_ROWS or rows > step * SMALL_MAX_BLOCKS:
+        return max(rows, 1)
+    return step
 
 
 def _product(a, b, out):
-    """out = a @ b, in as few blocks of rows of near-equal size as keep each to SMALL_MACS."""
-    rows, inner = a.shape
-    blocks = min(rows, max(1, -(-rows * inner * b.shape[1] // SMALL_MACS)))
-    for j in range(blocks):
-        r0, r1 = rows * j // blocks, rows * (j + 1) // blocks
+    """out = a @ b, in blocks of ``_block_rows`` rows."""
+    rows = a.shape[0]
+    step = _block_rows(rows, a.shape[1], b.shape[1])
+    for r0 in range(0, rows, step):
+        r1 = min(rows, r0 + step)
         numpy.dot(a[r0:r1], b, out[r0:r1])
 
 
