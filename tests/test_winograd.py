@@ -102,16 +102,44 @@ def test_compiled_kernels_off_runs_im2col(monkeypatch):
         numpy.testing.assert_array_equal(numpy.asarray(got), numpy.asarray(want))
 
 
-def test_filter_transform_of_turned_filters():
-    """``flipped`` is the transform of each filter turned by 180 degrees; the transform of a
-    filter whose only tap is the centre is the outer product of G's middle column."""
-    g = numpy.random.RandomState(0).randn(3, 2, 3, 3)
-    u = numpy.empty((16, 3, 2))
-    numpy.testing.assert_allclose(winograd.filter_transform(g, u.copy(), flipped=True),
-                                  winograd.filter_transform(g[:, :, ::-1, ::-1].copy(), u),
-                                  rtol=1e-15)
+@pytest.mark.parametrize("group", [1, 2])
+def test_filter_transform_of_turned_filters(group):
+    """``flipped`` is the transform of each filter turned by 180 degrees, each group's
+    transposed (C / group, K / group); the transform of a filter whose only tap is the centre
+    is the outer product of G's middle column."""
+    g = numpy.random.RandomState(0).randn(6, 2, 3, 3)
+    u = numpy.empty((16, 6, 2))
+    turned = winograd.filter_transform(g, u.copy(), flipped=True, group=group)
+    want = winograd.filter_transform(g[:, :, ::-1, ::-1].copy(), u)
+    numpy.testing.assert_allclose(turned.reshape(16, group, 2, 6 // group),
+                                  want.reshape(16, group, 6 // group, 2).transpose(0, 1, 3, 2),
+                                  rtol=1e-13)
     centre = numpy.zeros((1, 1, 3, 3))
     centre[0, 0, 1, 1] = 1
     col = numpy.array([0, 0.5, -0.5, 0])
     numpy.testing.assert_array_equal(winograd.filter_transform(centre, numpy.empty((16, 1, 1))),
                                      numpy.outer(col, col).reshape(16, 1, 1))
+
+
+@pytest.mark.parametrize("turned", [False, True])
+def test_products_split_across_threads(turned, monkeypatch):
+    """The stack's products, split across 1, 2 or 3 threads (each product whole on one
+    thread's BLAS), give the same bits, and what BLAS's own stack of products gives where
+    BLAS's threads cannot be held (24 rows: blocks of 20 and 4, or whole where turned)."""
+    from caffecli.kernels import blas_threads
+    rs = numpy.random.RandomState(5)
+    a = rs.randn(6, 24, 96).astype(numpy.float32)
+    b = rs.randn(6, 96, 500).astype(numpy.float32)
+    if turned:
+        b = numpy.ascontiguousarray(b.transpose(0, 2, 1))
+    monkeypatch.setattr(winograd, "PRODUCT_MIN_PART", 1)
+    results = []
+    for count in ("1", "2", "3"):
+        monkeypatch.setenv("OMP_NUM_THREADS", count)
+        results.append(winograd.products(a, b, numpy.full((6, 24, 500), numpy.nan, numpy.float32),
+                                         turned))
+    for got in results[1:]:
+        numpy.testing.assert_array_equal(got, results[0])
+    monkeypatch.setattr(blas_threads, "available", lambda: False)
+    stacked = winograd.products(a, b, numpy.full((6, 24, 500), numpy.nan, numpy.float32), turned)
+    numpy.testing.assert_allclose(results[0], stacked, rtol=1e-5, atol=1e-4)

@@ -7,15 +7,22 @@ That is 16 multiplies per 4 outputs instead of 36, so the GEMM work falls 2.25x,
 transforms that are additions only. The input gradient is the same algorithm on dy (the
 filters turned, pad 2 - pad); the weight gradient sums (A e A^T) . (B^T d B) over the tiles,
 reusing the forward's input tiles, and takes G^T (.) G once per filter. The transforms are
-compiled loops (kernels/jit.py); the GEMMs are BLAS's. Results differ from im2col's by float32
-rounding (about 1e-6 of the largest output), which is why only ``engine: DEFAULT`` layers take
-this path and ``engine: CAFFE`` keeps Caffe's im2col arithmetic.
+compiled loops (kernels/jit.py). The 16 GEMMs (per group) run at once across the threads, each
+on its own thread's BLAS (``products``): one after another, each split over every core by
+OpenBLAS, they ran below its rate on these shapes (2-core EPYC, a forward-backward pass:
+CaffeNet 267 -> 256 ms, ResNet-50 197 -> 188 ms, GoogLeNet level). Results differ from im2col's
+by float32 rounding (about 1e-6 of the largest output), which is why only ``engine: DEFAULT``
+layers take this path and ``engine: CAFFE`` keeps Caffe's im2col arithmetic.
 """
 import numpy
 
+from . import blas_threads
+from .conv_jit import _product
 from .gemm import gemm, gemm_stack
 from .jit import prange
 from .threads import for_native
+
+PRODUCT_MIN_PART = 1 << 20  # multiply-adds of a thread's share of the products at least
 
 
 def _input_tiles(x, pad_h, pad_w, th, tw, c0, c1, v):
@@ -152,13 +159,45 @@ def _gradient_parts(bounds, dy, th, tw, e):
         _gradient_tiles(dy, th, tw, bounds[p], bounds[p + 1], e)
 
 
-def filter_transform(g, u, flipped=False):
-    """u (16, K, C) = G g G^T of 3x3 filters g (K, C, 3, 3) in the tile positions' order, as
-    one GEMM; ``flipped``: of the filters turned by 180 degrees (the input gradient's)."""
+def _stack(a, b, out, turned, i0, i1):
+    """out[i] = a[i] @ b[i], or a[i] @ b[i].T where ``turned``, for i in i0..i1: the former in
+    conv_jit's blocks of rows, the latter whole (with a transposed operand OpenBLAS's
+    small-matrix kernels ran slower: CaffeNet's conv4 weight gradient 19 -> 28 ms)."""
+    for i in range(i0, i1):
+        if turned:   # a call each: a C and an F operand in one variable type as 'A' (slow)
+            numpy.dot(a[i], b[i].T, out[i])
+        else:
+            _product(a[i], b[i], out[i])
+
+
+def _stack_parts(bounds, a, b, out, turned):
+    for p in prange(bounds.size - 1):
+        _stack(a, b, out, turned, bounds[p], bounds[p + 1])
+
+
+def products(a, b, out, turned=False):
+    """out[i] = a[i] @ b[i] (b[i].T where ``turned``) for the C-ordered stacks a, b, out: the
+    products split across the threads, each on its thread's BLAS (OpenBLAS held to one
+    thread); where BLAS's threads cannot be held, one after another on them."""
+    if not blas_threads.available():
+        return gemm_stack(numpy, a, b.transpose(0, 2, 1) if turned else b, out)
+    with blas_threads.one_thread():
+        for_native(_stack_parts, out.shape[0], out.size * a.shape[2], a, b, out, turned,
+                   min_part=PRODUCT_MIN_PART)
+    return out
+
+
+def filter_transform(g, u, flipped=False, group=1):
+    """u = G g G^T of 3x3 filters g (K, C / group, 3, 3) in the tile positions' order, as one
+    GEMM: (16, K, C / group); with ``flipped``, of the filters turned by 180 degrees and each
+    group's transposed, (16, group, C / group, K / group): the input gradient's operand."""
     t = _filter_matrix(g.dtype)
+    taps = g.reshape(-1, 9)
     if flipped:
         t = numpy.ascontiguousarray(t[:, ::-1])
-    gemm(numpy, t, g.reshape(-1, 9).T, u.reshape(16, -1))
+        k, cg = g.shape[:2]
+        taps = g.reshape(group, k // group, cg, 9).transpose(0, 2, 1, 3).reshape(-1, 9)
+    gemm(numpy, t, taps.T, u.reshape(16, -1))
     return u
 
 
@@ -170,14 +209,14 @@ def input_tiles(x, pad, tile_hw, v):
 
 def convolve(x, u, pad, group, v, m, y):
     """y (n, K, oh, ow) = the 3x3 stride-1 convolution of x (n, C, H, W) padded by ``pad``,
-    whose filters' transforms are ``u`` (16 * group, K / group, C / group: a GEMM operand, any
-    order); v (16, C, P) and m (16, K, P) are work buffers, P = n * tiles. Transforms run on
-    every core (numba's threads), split by channel."""
+    whose filters' transforms are ``u`` (16 * group, K / group, C / group), C-ordered; v (16, C,
+    P) and m (16, K, P) are work buffers, P = n * tiles. Transforms run on every core (numba's
+    threads), split by channel, and so do the products (``products``)."""
     n, c, k = x.shape[0], x.shape[1], y.shape[1]
     tile_hw = tiles(y.shape[2:])
     p = n * tile_hw[0] * tile_hw[1]
     input_tiles(x, pad, tile_hw, v)
-    gemm_stack(numpy, u, v.reshape(16 * group, c // group, p), m.reshape(16 * group, k // group, p))
+    products(u, v.reshape(16 * group, c // group, p), m.reshape(16 * group, k // group, p))
     for_native(_output_parts, k, m.size, m, *tile_hw, y)
     return y
 
@@ -192,8 +231,7 @@ def weight_gradient(v, dy, group, e, w_hat, wdiff):
     c = v.shape[1]
     tile_hw = tiles(dy.shape[2:])
     for_native(_gradient_parts, k, e.size, dy, *tile_hw, e)
-    gemm_stack(numpy, e.reshape(16 * group, k // group, p),
-               v.reshape(16 * group, c // group, p).transpose(0, 2, 1),
-               w_hat.reshape(16 * group, k // group, c // group))
+    products(e.reshape(16 * group, k // group, p), v.reshape(16 * group, c // group, p),
+             w_hat.reshape(16 * group, k // group, c // group), turned=True)
     gemm(numpy, w_hat.reshape(16, -1).T, _filter_matrix(wdiff.dtype), wdiff.reshape(-1, 9),
          accumulate=True)

@@ -75,10 +75,9 @@ class ConvolutionLayer(BaseConvolutionLayer):
         g, k, c = self.group, self.num_output, self.channels
         w = self.weights[0].data
         u = winograd.filter_transform(w, self.scratch("_wino_u", (16, k, c // g), w.dtype),
-                                      flipped).reshape(16 * g, k // g, c // g)
-        pad = self.pad
-        if flipped:
-            u, pad = u.transpose(0, 2, 1), [2 - q for q in self.pad]
+                                      flipped, g)
+        u = u.reshape((16 * g,) + ((c // g, k // g) if flipped else (k // g, c // g)))
+        pad = [2 - q for q in self.pad] if flipped else self.pad
         tiles = prod(winograd.tiles(dst.shape[2:]))
         for n0, n1 in self._chunks():
             p = (n1 - n0) * tiles
