@@ -15,7 +15,9 @@ built from caffecli's own records of the net (same layers, shapes, groups, pads,
 pooling), so both do the same work. Each side runs ``--iterations`` timed passes after a
 warm-up, in ``--rounds`` alternating rounds; the figures are medians. The GEMM-only limit is the
 net's GEMM multiply-adds x 2 over the sgemm rate (a 2048^3 sgemm through scipy's BLAS, as the
-layers call it): the time the products alone would take at that rate.
+layers call it): the time the products alone would take at that rate. The rate is measured again
+in each of a net's rounds, and its median there sets that net's limit (column ``sgemm``): a
+machine whose speed drifts during the run (a shared or throttled host) moves both together.
 """
 import argparse
 import collections
@@ -384,24 +386,26 @@ def main(argv=None):
                                       os.environ.get("OPENBLAS_CORETYPE", "unset")))
     print("forward-backward, every gradient; ms per iteration, medians of %d rounds x %d"
           % (args.rounds, args.iterations))
-    print("%-10s %6s %10s %10s %7s %10s %8s %9s %10s" % (
-        "net", "batch", "caffecli", "pytorch", "ratio", "GEMM-only", "x limit", "peak MB",
-        "caffe"))
+    print("%-10s %6s %10s %10s %7s %10s %8s %7s %9s %10s" % (
+        "net", "batch", "caffecli", "pytorch", "ratio", "GEMM-only", "x limit", "sgemm",
+        "peak MB", "caffe"))
     for name in args.nets.split(","):
         net = caffecli_net(NETS[name])
         twin = torch_twin(net)
         caffecli_pass(net)
         twin()
-        ours, theirs = [], []
+        ours, theirs, rates = [], [], []
         for _ in range(args.rounds):
             ours += [median_time(lambda: caffecli_pass(net), args.iterations, warm=True)]
             theirs += [median_time(twin, args.iterations, warm=True)]
+            rates += [sgemm_gflops(reps=3)]
         mine, other = statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
-        limit = 2.0 * gemm_macs(net) / (rate * 1e9) * 1e3
+        net_rate = statistics.median(rates)
+        limit = 2.0 * gemm_macs(net) / (net_rate * 1e9) * 1e3
         real = caffe_ms(NETS[name], args.iterations)
-        print("%-10s %6d %10.1f %10.1f %6.2fx %10.1f %7.2fx %9.1f %10s" % (
+        print("%-10s %6d %10.1f %10.1f %6.2fx %10.1f %7.2fx %7.0f %9.1f %10s" % (
             name, net.input_blobs[0].shape[0], mine, other, mine / other, limit, mine / limit,
-            peak_alloc_mb(net), "-" if real is None else "%.1f" % real))
+            net_rate, peak_alloc_mb(net), "-" if real is None else "%.1f" % real))
         if args.by_type:
             print("    " + ", ".join("%s %.0f" % kv for kv in by_layer_type(net) if kv[1] >= 1))
     ours, theirs, count, kind = update_ms(NETS["caffenet"])
@@ -413,7 +417,8 @@ def main(argv=None):
         print("CaffeNet deploy + %.0f MB weights, build and load: %.3f s (median of 5)"
               % (os.path.getsize(weights) / 1e6, load_seconds(weights)))
     print("caffecli --help: %.3f s (median of 5)" % help_seconds())
-    print("ratio = caffecli / pytorch; x limit = caffecli / GEMM-only limit")
+    print("ratio = caffecli / pytorch; x limit = caffecli / GEMM-only limit at the sgemm rate "
+          "(GFLOP/s) measured in that net's rounds")
 
 
 if __name__ == "__main__":
