@@ -123,7 +123,7 @@ def test_filter_transform_of_turned_filters(group):
 
 @pytest.mark.parametrize("turned", [False, True])
 def test_products_split_across_threads(turned, monkeypatch):
-    """The stack's products, split across 1, 2 or 3 threads (each product whole on one
+    """The stack's products, split across 1, 2 or 3 threads (each product on one
     thread's BLAS), give the same bits, and what BLAS's own stack of products gives where
     BLAS's threads cannot be held (24 rows: blocks of 20 and 4, or whole where turned)."""
     from caffecli.kernels import blas_threads
