@@ -5,7 +5,7 @@ import pytest
 
 from caffecli import context
 from caffecli.blob import Blob
-from caffecli.kernels import blas_threads, conv_jit, im2col_jit, jit
+from caffecli.kernels import blas_blocks, blas_threads, conv_jit, im2col_jit, jit
 from caffecli.layers import _base_conv, convolution
 from gradcheck import make_layer
 
@@ -216,10 +216,10 @@ def test_kernels_from_other_modules_are_compiled_and_keyed():
     (256, 100, 1000, 8)])   # 32 blocks of 8
 def test_products_in_blocks_of_rows(rows, inner, cols, step):
     """The blocks' plan, and the product it makes is a @ b, every row written."""
-    assert conv_jit._block_rows(rows, inner, cols) == step
+    assert blas_blocks.block_rows(rows, inner, cols) == step
     a = R.randn(rows, inner).astype(numpy.float32)
     b = R.randn(inner, cols).astype(numpy.float32)
     out = numpy.full((rows, cols), numpy.nan, numpy.float32)
     with blas_threads.one_thread():
-        jit.kernel(conv_jit._product)(a, b, out)
+        jit.kernel(blas_blocks.blocked_product)(a, b, out)
     numpy.testing.assert_allclose(out, a.astype(numpy.float64) @ b, rtol=1e-4, atol=1e-4)

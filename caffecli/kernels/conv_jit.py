@@ -9,8 +9,7 @@ blob's layout. LeNet's conv1 in its pass on the 2-core EPYC: forward 0.96 -> 0.5
 1.17 -> 0.71 ms.
 
 Every OpenBLAS product runs on its caller's thread meanwhile (kernels/blas_threads.py), in
-blocks of rows of at most SMALL_MACS multiply-adds where that makes few blocks of 8 rows or more:
-OpenBLAS's small-matrix kernels take those without packing (``_block_rows``).
+blocks of rows that OpenBLAS's small-matrix kernels take without packing (kernels/blas_blocks.py).
 Images are split across the threads. The weight gradient's products are kept per image and
 summed in image order afterwards (Caffe's order: one image's product added to the diff after
 another), so the bits do not depend on the thread count.
@@ -18,38 +17,11 @@ another), so the bits do not depend on the thread count.
 import numpy
 
 from . import blas_threads, jit
+from .blas_blocks import blocked_product
 from .channel_jit import _channel_totals
 from .im2col_jit import _col2im, _col2im_phased, _window_rows
 from .jit import prange
 from .threads import for_native
-
-SMALL_MACS = 1000000   # OpenBLAS's small-matrix kernels take a product of at most this many
-SMALL_MIN_ROWS = 8     # multiply-adds; blocks of fewer rows, or more than SMALL_MAX_BLOCKS of
-SMALL_MAX_BLOCKS = 32  # them, run slower than the whole product (one thread, EPYC, GFLOP/s whole
-                       # -> blocked: 32x75 @ 75x1024 57 -> 104, 50x500 @ 500x64 91 -> 115,
-                       # 2400x64 @ 64x196 95 -> 111; 384x256 @ 256x490 93 whole, 39 in 49
-                       # blocks of 7-8 rows; 1200x128 @ 128x729 89 whole, 74 in 150 of 8)
-
-
-def _block_rows(rows, inner, cols):
-    """Rows per block of a (rows, inner) @ (inner, cols) product: a multiple of 4 that keeps a
-    block to SMALL_MACS, where that takes at most SMALL_MAX_BLOCKS blocks of at least
-    SMALL_MIN_ROWS rows; else ``rows`` (the whole product at once)."""
-    fit = SMALL_MACS // max(1, inner * cols)
-    step = fit - fit % 4   # the kernels run best on 4, 8, 12 or 16 rows, not 10 or 11
-    if rows <= fit or step < SMALL_MIN_ROWS or rows > step * SMALL_MAX_BLOCKS:
-        return max(rows, 1)
-    return step
-
-
-def _product(a, b, out):
-    """out = a @ b, in blocks of ``_block_rows`` rows."""
-    rows = a.shape[0]
-    step = _block_rows(rows, a.shape[1], b.shape[1])
-    for r0 in range(0, rows, step):
-        r1 = min(rows, r0 + step)
-        numpy.dot(a[r0:r1], b, out[r0:r1])
-
 
 def _columns(x, i, sh, sw, dh, dw, ph, pw, col):
     """col (C, kh, kw, 1, oh, ow) = the windows of image i of x (N, C, H, W)."""
@@ -74,7 +46,7 @@ def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, n0, n1,
     for i in range(n0, n1):
         _columns(x, i, sh, sw, dh, dw, ph, pw, col)
         for j in range(g):
-            _product(w[j], cols[j], out[i, j])
+            blocked_product(w[j], cols[j], out[i, j])
         if bias.size or rectify:
             for c in range(m):
                 plane = flat[i, c]
@@ -101,14 +73,14 @@ def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, dow
             _columns(x, i, sh, sw, dh, dw, ph, pw, col)
         for j in range(g):
             if weights:
-                _product(grads[i, j], cols[j].T, wsum[i, j])
+                blocked_product(grads[i, j], cols[j].T, wsum[i, j])
             if convolve:
-                _product(w[j], cols[j], out[i, j])
+                blocked_product(w[j], cols[j], out[i, j])
         if biases:
             _channel_totals(flat[i:i + 1], 0, m, bsum[i])
         if down:
             for j in range(g):
-                _product(wt[j], grads[i, j], cols[j])
+                blocked_product(wt[j], grads[i, j], cols[j])
             if sh == 1 and sw == 1:
                 _col2im(col, dh, dw, ph, pw, 0, x.shape[1], 0, 1, dx[i:i + 1])
             else:
@@ -165,7 +137,7 @@ def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, bdiff, dx, wsum=Non
     those gradients are asked for). With ``y`` (dy's shape): x convolved too, from the same
     columns (a Deconvolution's weight and input gradients in one pass)."""
     n = x.shape[0]
-    wt = numpy.ascontiguousarray(w.transpose(0, 2, 1))
+    wt = w if dx is None else numpy.ascontiguousarray(w.transpose(0, 2, 1))   # dx's operand
     if wsum is None:
         wsum = numpy.empty((0,) * 4, dy.dtype)
     if bsum is None:

@@ -17,7 +17,7 @@ layers take this path and ``engine: CAFFE`` keeps Caffe's im2col arithmetic.
 import numpy
 
 from . import blas_threads
-from .conv_jit import _product
+from .blas_blocks import blocked_product
 from .gemm import gemm, gemm_stack
 from .jit import prange
 from .threads import for_native
@@ -161,13 +161,13 @@ def _gradient_parts(bounds, dy, th, tw, e):
 
 def _stack(a, b, out, turned, i0, i1):
     """out[i] = a[i] @ b[i], or a[i] @ b[i].T where ``turned``, for i in i0..i1: the former in
-    conv_jit's blocks of rows, the latter whole (with a transposed operand OpenBLAS's
+    blas_blocks' blocks of rows, the latter whole (with a transposed operand OpenBLAS's
     small-matrix kernels ran slower: CaffeNet's conv4 weight gradient 19 -> 28 ms)."""
     for i in range(i0, i1):
         if turned:   # a call each: a C and an F operand in one variable type as 'A' (slow)
             numpy.dot(a[i], b[i].T, out[i])
         else:
-            _product(a[i], b[i], out[i])
+            blocked_product(a[i], b[i], out[i])
 
 
 def _stack_parts(bounds, a, b, out, turned):
