@@ -1,6 +1,8 @@
-"""Every reference prototxt in shared/zoo parses (and upgrades); deploy nets build with Caffe's shapes."""
+"""Every reference prototxt in shared/zoo parses (and upgrades); deploy nets build with Caffe's
+shapes and compute with the compiled kernels what numpy's reference code does."""
 import os
 
+import numpy
 import pytest
 
 from caffecli import registry
@@ -109,6 +111,9 @@ EXPECTED = {
         "pool5/7x7_s1": (10, 1024, 1, 1), "loss3/classifier": (10, 1000), "prob": (10, 1000)},
 }
 DEPLOY = [n for n in NETS if n in EXPECTED or "deploy" in n]
+RESNET = "ResNet-50-deploy.prototxt"
+CHUNK = 1 << 18   # values compared at a time: small temporaries, their pages reused
+RESNET_PATH = os.path.join(ROOT, "..", "shared", "nets", "KaimingHe__" + RESNET)
 
 
 @pytest.mark.parametrize("name", DEPLOY or ["<none>"])
@@ -127,3 +132,74 @@ def test_deploy_net_builds_with_caffe_shapes(name):
 
 def test_expected_tables_cover_every_deploy_net():
     assert set(DEPLOY) == set(EXPECTED) & set(NETS)
+
+
+def without_fillers(param):
+    """``param`` with every filler cleared (constant zero): the test sets each blob itself, and
+    a Gaussian fill of fc6 through numpy's reference code (CAFFECLI_JIT=0) takes half a minute."""
+    for lp in param.layer:
+        for _, message in lp.ListFields():
+            if not hasattr(message, "ListFields"):
+                continue
+            for field, _ in message.ListFields():
+                if field.message_type is not None and field.message_type.name == "FillerParameter":
+                    message.ClearField(field.name)
+    return param
+
+
+def pass_values(param, batch, compiled, monkeypatch):
+    """Every blob (parameters too), by a name, after one forward-backward pass in float64 at
+    ``batch``, on seeded inputs, weights and output gradients, with the compiled
+    kernels or with numpy's reference code (CAFFECLI_JIT=0)."""
+    monkeypatch.setenv("CAFFECLI_JIT", "1" if compiled else "0")
+    param = caffe_pb2.NetParameter.FromString(param.SerializeToString())
+    param.force_backward = True
+    for lp in param.layer:
+        for shape in lp.input_param.shape:
+            shape.dim[0] = batch
+    net = Net(without_fillers(param), caffe_pb2.TEST, dtype=numpy.float64, log=False)
+    rs = numpy.random.default_rng(5)    # uniform draws: 61M weights take 0.3 s, not 2
+    for blob in net.input_blobs:
+        rs.random(out=blob.data.reshape(-1))
+        blob.data[...] -= 0.5
+    for rec in net.records:
+        for blob in rec.layer.blobs:
+            rs.random(out=blob.data.reshape(-1))
+            blob.data[...] *= 0.1
+            blob.data[...] += 0.95 if rec.layer.type == "BatchNorm" else -0.05
+    net.clear_param_diffs()
+    net.forward_pass()
+    for name in net.output_names:
+        blob = net.blob_by_name(name)
+        blob.diff[...] = rs.random(blob.shape) - 0.5
+    net.backward_pass()
+    blobs, seen = {}, set()
+    for rec in net.records:   # each blob once (in place, a layer's top is its bottom)
+        for i, blob in enumerate(rec.tops + rec.bottoms + rec.layer.blobs):
+            if id(blob) not in seen:
+                seen.add(id(blob))
+                blobs["%s blob %d" % (rec.layer.name, i)] = blob
+    return blobs   # not copied: a gigabyte of copies took 5 s (their pages' first touch)
+
+
+@pytest.mark.parametrize("name", DEPLOY + [RESNET] if DEPLOY else ["<none>"])
+def test_deploy_net_computes_with_compiled_kernels_what_numpy_does(name, monkeypatch):
+    """A forward-backward pass at batch 2 in float64 (Winograd, the fused chains, the compiled
+    pooling, LRN and moves on real geometries) against numpy's reference code, value by value."""
+    if name == RESNET:
+        if not os.path.isfile(RESNET_PATH):
+            pytest.skip("ResNet-50's prototxt not found beside the zoo")
+        param = read_net_param(RESNET_PATH)
+    else:
+        param = read_net_param(path(name))
+        require_layers(param)
+    fast = pass_values(param, 2, True, monkeypatch)
+    reference = pass_values(param, 2, False, monkeypatch)
+    assert fast.keys() == reference.keys()
+    for key, blob in reference.items():
+        for what in ("data", "diff"):
+            got, want = getattr(fast[key], what).ravel(), getattr(blob, what).ravel()
+            scale = max(float(numpy.abs(want).max(initial=0)), 1e-3)
+            gap = max((float(numpy.abs(got[i:i + CHUNK] - want[i:i + CHUNK]).max())
+                       for i in range(0, want.size, CHUNK)), default=0.0)
+            assert gap <= 1e-11 * scale, (key, what)
