@@ -498,16 +498,47 @@ def test_skinny_products_only_where_they_pay(monkeypatch):
     assert not skinny_jit.applies_rows(dy, w[:, :8], dx[:, :8])    # too small
 
 
-@pytest.mark.parametrize("first,quiet", [("import caffecli", True),
-                                         ("import numpy, caffecli", False)])
-def test_numpy_blas_serves_only_when_it_loaded_after_caffecli(first, quiet):
+@pytest.mark.parametrize("first,early", [("import caffecli", False),
+                                         ("import numpy, caffecli", True)])
+def test_numpy_blas_serves_in_either_import_order(first, early):
     """numpy's BLAS reads OPENBLAS_THREAD_TIMEOUT when it loads: loaded before caffecli set it,
-    its threads would spin, so the products stay on scipy's BLAS."""
+    its threads are restarted to read it, so its products serve in both orders."""
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
     out = subprocess.run([sys.executable, "-c", first + "; import caffecli.kernels.gemm as g; "
-                          "print(g.NUMPY_BLAS_QUIET, caffecli.NUMPY_BLAS_QUIET)"],
+                          "print(caffecli.NUMPY_BLAS_QUIET, g.NUMPY_BLAS_QUIET)"],
                          env=env, capture_output=True, text=True, check=True).stdout.split()
-    assert out == [str(quiet)] * 2
+    assert out == [str(not early), "True"]
+
+
+SPIN = """
+import resource, sys, time
+import numpy
+def busy_during_sleep():   # CPU seconds the process spends while its main thread sleeps
+    a = numpy.ones((600, 600), numpy.float32)
+    a @ a                  # a threaded product
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    time.sleep(0.1)
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    return after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+spinning = min(busy_during_sleep() for _ in range(3))
+import caffecli.kernels.gemm
+print(spinning, max(busy_during_sleep() for _ in range(3)))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="BLAS runs one thread on one core")
+def test_numpy_blas_loaded_first_stops_spinning_after_caffecli_loads():
+    """With numpy imported first its BLAS threads spin ~0.1 s after a product (OpenBLAS's
+    default timeout); once caffecli's kernels load they sleep at once (kernels/blas_threads.py's
+    restart)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_THREAD_TIMEOUT", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", SPIN], env=env, capture_output=True, text=True,
+                         check=True, cwd=os.path.dirname(os.path.dirname(__file__)))
+    spinning, quiet = map(float, out.stdout.split())
+    if spinning < 0.03:
+        pytest.skip("numpy's BLAS threads did not spin here (%.3f s busy)" % spinning)
+    assert quiet < 0.02, (spinning, quiet)
 
 
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")

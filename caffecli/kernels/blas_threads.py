@@ -1,5 +1,6 @@
 """The thread counts of the OpenBLAS builds this process loaded (numpy's and scipy's), lowered
-to one while compiled kernels call BLAS from several threads at once (kernels/conv_jit.py).
+to one while compiled kernels call BLAS from several threads at once (kernels/conv_jit.py), and
+their threads restarted where they loaded before caffecli set OPENBLAS_THREAD_TIMEOUT.
 
 An OpenBLAS product above 65536 x 4 multiply-adds starts its own threads, and products that do
 so from several threads at once wait for each other's: LeNet's conv2 image by image on the
@@ -14,19 +15,26 @@ _libraries = []   # (get, set) of each OpenBLAS found, once looked for
 _held = [0, []]   # callers inside ``one_thread``, and the counts to restore
 
 
-def _find():
-    """(get_num_threads, set_num_threads) of each loaded OpenBLAS (Linux: /proc/self/maps)."""
+def _loaded():
+    """Each loaded OpenBLAS, opened by ctypes (Linux: /proc/self/maps)."""
     try:
         with open("/proc/self/maps") as maps:
             paths = sorted({line.split()[-1] for line in maps if "openblas" in line.split()[-1]})
     except OSError:
         return []
-    found = []
+    libs = []
     for path in paths:
         try:
-            lib = ctypes.CDLL(path)
+            libs.append(ctypes.CDLL(path))
         except OSError:
             continue
+    return libs
+
+
+def _find():
+    """(get_num_threads, set_num_threads) of each loaded OpenBLAS."""
+    found = []
+    for lib in _loaded():
         for prefix in ("scipy_openblas", "openblas"):
             names = [(prefix + "_get_num_threads" + end, prefix + "_set_num_threads" + end)
                      for end in ("64_", "")]
@@ -68,3 +76,23 @@ def one_thread():
             if not _held[0]:
                 for (_, set_count), count in zip(_libraries[0], _held[1]):
                     set_count(count)
+
+
+def restart_threads(timeout):
+    """Have every loaded OpenBLAS read its environment again and stop its threads, which it
+    starts again at its next threaded product: one loaded before caffecli set
+    OPENBLAS_THREAD_TIMEOUT (``import numpy; import caffecli``) would otherwise spin ~0.1 s
+    after each product, taking the cores from what follows. True where each one could and now
+    reads ``timeout`` (OpenBLAS does this itself after a fork: blas_thread_shutdown_)."""
+    libs = _loaded()
+    for lib in libs:
+        if not hasattr(lib, "blas_thread_shutdown_"):
+            return False
+    for lib in libs:
+        if hasattr(lib, "openblas_read_env"):   # 0.3.7 on; before, the restart reads it
+            lib.openblas_read_env()
+            if hasattr(lib, "openblas_thread_timeout") and \
+                    lib.openblas_thread_timeout() != int(timeout):
+                return False
+        lib.blas_thread_shutdown_()
+    return bool(libs)
