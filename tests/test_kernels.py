@@ -394,17 +394,20 @@ def test_gemm_accumulates_a_small_diff_over_a_long_inner_dimension(dtype, rows, 
 def _skinny_results(monkeypatch, a, b, out_shape, dtype):
     """gemm(a, b) with kernels/skinny_jit.py's loops at 1, 2 and 3 threads, in tiny chunks and
     groups (several chunks, a ragged last one, rows of w left over from the fours), and at 2
-    threads with the input gradient's chunks narrower still (its chunk follows the thread
-    count, so it must not change a bit)."""
+    threads with the input gradient's chunks narrower still or each thread's whole share (as
+    for a large w: its chunk follows the thread count and w's size, so it must not change a
+    bit)."""
     from caffecli.kernels import gemm as gemm_mod
     monkeypatch.setattr(skinny_jit, "MIN_WEIGHTS", 1)
     monkeypatch.setattr(skinny_jit, "CHUNK", 64)
     monkeypatch.setattr(skinny_jit, "GROUP", 6)
     monkeypatch.setattr(gemm_mod, "_host_gemm", lambda *a: 1 / 0)   # not BLAS
     results = []
-    for threads, rows_chunk in (("1", 32), ("2", 32), ("3", 32), ("2", 8)):
+    for threads, rows_chunk, stream in (("1", 32, False), ("2", 32, False), ("3", 32, False),
+                                        ("2", 8, False), ("2", 32, True)):
         monkeypatch.setenv("OMP_NUM_THREADS", threads)
         monkeypatch.setattr(skinny_jit, "ROWS_CHUNK", rows_chunk)
+        monkeypatch.setattr(skinny_jit, "STREAM_WEIGHTS", 1 if stream else 1 << 40)
         monkeypatch.setattr(skinny_jit, "for_native", functools.partial(
             threads_mod.for_native, min_part=1))
         results.append(gemm(numpy, a, b, numpy.full(out_shape, numpy.nan, dtype)))
@@ -437,7 +440,7 @@ def test_few_rows_times_a_large_matrix_stream_it(dtype, rows, outputs, monkeypat
     dy = numpy.asarray(R.randn(rows, outputs), dtype)
     w = numpy.asarray(R.randn(outputs, 150), dtype)
     _skinny_results(monkeypatch, dy, w, (rows, 150), dtype)
-    assert len(calls) == 4
+    assert len(calls) == 5
 
 
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")

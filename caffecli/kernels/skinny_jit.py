@@ -12,7 +12,8 @@ fc6's ten rows as two fives run 26% faster than as 4 + 4 + 1 + 1) over whole row
 CHUNK columns at most), which stream from memory faster than L1-sized chunks (fc6 at batch 10,
 two threads: 8.7 -> 7.0 ms against chunks of 1024 columns; VGG's 25088-long rows too). The
 input gradient adds four rows of ``w`` into every row of the output over chunks of ROWS_CHUNK
-columns that stay in L1, and sums each GROUP rows of ``w`` apart before adding them to the
+columns that stay in L1 (for a w too large for the caches, over each thread's whole share of
+the columns, STREAM_WEIGHTS), and sums each GROUP rows of ``w`` apart before adding them to the
 total, so its rounding is no worse than BLAS's. Both sum in the data's type, as BLAS does.
 
 The forward's loops also add a convolution's weight gradient over a batch, diff += dy @ col.T:
@@ -38,6 +39,11 @@ CHUNK = 1 << 16        # forward: columns per chunk at most (whole rows for ever
 ROWS_CHUNK = 1024      # input gradient: columns per chunk (4 rows of w, the partial sums), fewer
                        # where the threads would otherwise not all get one (the bits do not
                        # depend on it: each column sums the rows of w in the same order)
+STREAM_WEIGHTS = 1 << 25  # input gradient: values of w (128 MB in float32) from which each
+                       # thread takes one chunk, its share of the columns: w streams from
+                       # memory in longer runs (2 threads: CaffeNet's fc6 at batch 10 10.8-11.6
+                       # -> 8.6-9.3 ms, VGG's fc6 at batch 4 20-21 -> 13-14 ms); fc7 (4096 x
+                       # 4096) was level, fc8 (1000 x 4096) slower (0.93 -> 1.3 ms)
 GROUP = 256            # rows of w summed apart in the input gradient
 MAX_SUMS = 1 << 15     # weight gradients: most values out (LeNet's conv2 50 x 500: 1.8 -> 1.0
 MAX_ROWS_SUMS = 64     # ms against OpenBLAS on 2 cores; GoogLeNet's 128 x 512 are level, its
@@ -267,8 +273,11 @@ def product(a, b, out, accumulate=False):
 
 
 def rows_product(a, b, out):
-    """out = a @ b for ``applies_rows`` operands, chunks of b's columns split across threads."""
+    """out = a @ b for ``applies_rows`` operands, chunks of b's columns split across threads
+    (one a thread for a large b)."""
     k = b.shape[1]
-    chunk = min(ROWS_CHUNK, max(64, -(-k // (64 * num_threads())) * 64))
+    chunk = max(64, -(-k // (64 * num_threads())) * 64)
+    if b.size < STREAM_WEIGHTS:
+        chunk = min(ROWS_CHUNK, chunk)
     for_native(_rows_parts, -(-k // chunk), b.size, a, b, k, out, chunk, GROUP)
     return out
