@@ -427,6 +427,18 @@ class BlobSide:
         beyond its role, as Caffe's layers call mutable_* on a bottom for scratch space)."""
         return self.blob.at(self.side)
 
+    # what layers ask at every reshape, read here: through __getattr__ each took 1.1 us
+    # against 0.3 (ResNet-50's layers ask about 2000 times a pass)
+    shape = property(lambda self: self.blob.shape)
+    num_axes = property(lambda self: self.blob.num_axes)
+    count = property(lambda self: self.blob.count)
+
+    def canonical_axis_index(self, axis):
+        return self.blob.canonical_axis_index(axis)
+
+    def reshape_like(self, other):
+        return self.blob.reshape_like(other)
+
     def __getattr__(self, name):
         if name in ("_blob", "blob"):     # not set yet (a copy made without __init__)
             raise AttributeError(name)
