@@ -41,8 +41,8 @@ ROWS_CHUNK = 1024      # input gradient: columns per chunk (4 rows of w, the par
                        # depend on it: each column sums the rows of w in the same order)
 STREAM_WEIGHTS = 1 << 25  # input gradient: values of w (128 MB in float32) from which each
                        # thread takes one chunk, its share of the columns: w streams from
-                       # memory in longer runs (2 threads: CaffeNet's fc6 at batch 10 10.8-11.6
-                       # -> 8.6-9.3 ms, VGG's fc6 at batch 4 20-21 -> 13-14 ms); fc7 (4096 x
+                       # memory in longer runs (2 threads: CaffeNet's fc6 at batch 10 9.6-11.6
+                       # -> 7.7-9.3 ms, VGG's fc6 at batch 4 20-21 -> 13-14 ms); fc7 (4096 x
                        # 4096) was level, fc8 (1000 x 4096) slower (0.93 -> 1.3 ms)
 GROUP = 256            # rows of w summed apart in the input gradient
 MAX_SUMS = 1 << 15     # weight gradients: most values out (LeNet's conv2 50 x 500: 1.8 -> 1.0
