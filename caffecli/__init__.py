@@ -12,10 +12,11 @@ __version__ = "0.1.0"
 
 from . import launcher as _launcher
 
-_launcher.share_cpus()  # before numpy loads its BLAS: ranks on one machine share the cores
+# before numpy loads its BLAS: ranks on one machine share the cores (the count set, or None)
+SHARED_THREADS = _launcher.share_cpus()
 # BLAS threads spin ~0.1 s after each product before they sleep, taking the cores from the
 # threads of the non-GEMM work that follows (kernels/threads.py); 2^16 cycles instead. numpy's
-# BLAS reads this only if it loads after this line: kernels/gemm.py uses it only then.
+# BLAS reads both only if it loads after these lines, else kernels/gemm.py has it read them.
 NUMPY_BLAS_QUIET = "numpy" not in _sys.modules or "OPENBLAS_THREAD_TIMEOUT" in _os.environ
 _os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "16")
 

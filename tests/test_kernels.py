@@ -513,6 +513,19 @@ def test_numpy_blas_serves_in_either_import_order(first, early):
     assert out == [str(not early), "True"]
 
 
+def test_numpy_blas_loaded_first_runs_a_ranks_share_of_the_cores():
+    """Under an MPI launcher (two ranks here) caffecli gives each rank its share of the cores;
+    numpy's BLAS, loaded before that, is set to it too once caffecli's kernels load."""
+    env = {k: v for k, v in os.environ.items() if k not in (
+        "OPENBLAS_THREAD_TIMEOUT", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    env.update(OMPI_COMM_WORLD_RANK="0", OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_LOCAL_SIZE="2")
+    out = subprocess.run([sys.executable, "-c", "import numpy, caffecli.kernels.gemm; "
+                          "from caffecli.kernels import blas_threads; "
+                          "print(*[get() for get, _ in blas_threads._find()])"],
+                         env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert out and set(out) == {str(max(1, len(os.sched_getaffinity(0)) // 2))}, out
+
+
 SPIN = """
 import resource, sys, time
 import numpy

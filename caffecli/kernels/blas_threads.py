@@ -78,12 +78,16 @@ def one_thread():
                     set_count(count)
 
 
-def restart_threads(timeout):
+def restart_threads(timeout, count=None):
     """Have every loaded OpenBLAS read its environment again and stop its threads, which it
     starts again at its next threaded product: one loaded before caffecli set
     OPENBLAS_THREAD_TIMEOUT (``import numpy; import caffecli``) would otherwise spin ~0.1 s
-    after each product, taking the cores from what follows. True where each one could and now
-    reads ``timeout`` (OpenBLAS does this itself after a fork: blas_thread_shutdown_)."""
+    after each product, taking the cores from what follows; with ``count``, each runs that many
+    threads (an MPI rank's share of the cores, launcher.share_cpus). True where each one could
+    and now reads ``timeout`` (OpenBLAS does this itself after a fork: blas_thread_shutdown_)."""
+    if count:
+        for _, set_count in _find():
+            set_count(int(count))
     libs = _loaded()
     for lib in libs:
         if not hasattr(lib, "blas_thread_shutdown_"):

@@ -31,12 +31,13 @@ import os
 import numpy
 from scipy.linalg import blas
 
-from .. import NUMPY_BLAS_QUIET, replay
+from .. import NUMPY_BLAS_QUIET, SHARED_THREADS, replay
 from . import blas_threads, cublas_direct, skinny_jit
 from .blas_layout import column_major
 
 if not NUMPY_BLAS_QUIET:
-    NUMPY_BLAS_QUIET = blas_threads.restart_threads(os.environ["OPENBLAS_THREAD_TIMEOUT"])
+    NUMPY_BLAS_QUIET = blas_threads.restart_threads(os.environ["OPENBLAS_THREAD_TIMEOUT"],
+                                                    SHARED_THREADS)
 
 SMALL_OUT = 1 << 18  # largest diff (values) accumulated through a temporary product
 LONG_INNER = 1024  # shortest inner dimension for which that pays
