@@ -104,6 +104,7 @@ def draw(case):
 
 
 def _draw(r):
+    """One draw from ``r``: draw's tuple, or None where the output would be empty."""
     nd = r.choice([2, 2, 2, 2, 1, 3])
     kind = r.choice(["Convolution"] * 3 + ["Deconvolution"])
     g = r.choice([1, 1, 2, 3])
