@@ -110,3 +110,30 @@ def test_compiled_lrn_matches_the_reference(size, channels, dtype, monkeypatch):
     tol = 1e-5 if dtype == numpy.float32 else 1e-12
     for compiled, reference in zip(*results):
         numpy.testing.assert_allclose(compiled, reference, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype,rel", [(numpy.float32, 4e-7), (numpy.float64, 1e-15)])
+def test_lrn_default_engine_takes_beta_075_by_square_roots(dtype, rel):
+    """beta 0.75 with ``engine: DEFAULT``: scale^-0.75 as 1 / (r sqrt(r)), within about an ulp of
+    pow's (``engine: CAFFE``, Caffe's arithmetic) but not its bits everywhere; other betas and
+    ``engine: CAFFE`` keep pow."""
+    from caffecli.proto import caffe_pb2
+    from caffecli.proto.io import parse_text
+    from caffecli.net import Net
+    rs = numpy.random.RandomState(7)
+    x = rs.randn(4, 16, 9, 9)
+    out = {}
+    for engine in ("DEFAULT", "CAFFE"):
+        text = ('input: "x" input_shape { dim: 4 dim: 16 dim: 9 dim: 9 } layer { name: "n" '
+                'type: "LRN" bottom: "x" top: "y" lrn_param { local_size: 5 alpha: 2 beta: 0.75 '
+                'k: 1 engine: %s } }' % engine)
+        net = Net(parse_text(text, caffe_pb2.NetParameter()), caffe_pb2.TEST, dtype=dtype,
+                  log=False)
+        net.blob_by_name("x").data[...] = x
+        net.forward_pass()
+        out[engine] = (net.layers[-1].roots, net.blob_by_name("y").data.copy())
+    assert out["DEFAULT"][0] and not out["CAFFE"][0]
+    roots, pow_ = out["DEFAULT"][1], out["CAFFE"][1]
+    numpy.testing.assert_allclose(roots, pow_, rtol=rel, atol=0)
+    if dtype == numpy.float32:
+        assert (roots != pow_).any()

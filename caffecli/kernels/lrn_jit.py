@@ -4,6 +4,9 @@ subtract the one leaving) and the backward's ratio sum likewise. layers/lrn.py k
 code as the reference and for device arrays.
 
 Scalars come in the data's dtype so float32 data is computed in float32, as Caffe does.
+With ``roots`` (beta 0.75, ``engine: DEFAULT``: layers/lrn.py) scale^-0.75 is 1 / (r sqrt(r)),
+r = sqrt(scale), in place of pow: on GoogLeNet's conv2/norm2 (6M values, 2-core EPYC) 1.05
+against 13.7 ms, most of the layer's forward, for about an ulp off pow in half the values.
 """
 import numpy
 
@@ -11,7 +14,7 @@ from .jit import prange
 from .threads import for_native
 
 
-def _forward(x, size, alpha_over_size, k, neg_beta, scale, powed, y):
+def _forward(x, size, alpha_over_size, k, neg_beta, roots, one, scale, powed, y):
     n, c, h, w = x.shape
     pre = (size - 1) // 2
     for i in range(n):
@@ -35,7 +38,11 @@ def _forward(x, size, alpha_over_size, k, neg_beta, scale, powed, y):
         for ch in range(c):
             for a in range(h):
                 for b in range(w):
-                    powed[i, ch, a, b] = scale[i, ch, a, b] ** neg_beta
+                    if roots:
+                        r = numpy.sqrt(scale[i, ch, a, b])
+                        powed[i, ch, a, b] = one / (r * numpy.sqrt(r))
+                    else:
+                        powed[i, ch, a, b] = scale[i, ch, a, b] ** neg_beta
                     y[i, ch, a, b] = x[i, ch, a, b] * powed[i, ch, a, b]
 
 
@@ -66,10 +73,11 @@ def _backward(x, y, dy, scale, powed, size, ratio_coef, dx):
                         accum[a, b] -= ratio[tail, a, b]
 
 
-def _forward_parts(bounds, x, size, alpha_over_size, k, neg_beta, scale, powed, y):
+def _forward_parts(bounds, x, size, alpha_over_size, k, neg_beta, roots, one, scale, powed, y):
     for p in prange(bounds.size - 1):
         a, b = bounds[p], bounds[p + 1]
-        _forward(x[a:b], size, alpha_over_size, k, neg_beta, scale[a:b], powed[a:b], y[a:b])
+        _forward(x[a:b], size, alpha_over_size, k, neg_beta, roots, one, scale[a:b], powed[a:b],
+                 y[a:b])
 
 
 def _backward_parts(bounds, x, y, dy, scale, powed, size, ratio_coef, dx):
@@ -78,12 +86,13 @@ def _backward_parts(bounds, x, y, dy, scale, powed, size, ratio_coef, dx):
         _backward(x[a:b], y[a:b], dy[a:b], scale[a:b], powed[a:b], size, ratio_coef, dx[a:b])
 
 
-def forward(x, size, alpha, beta, k, scale, powed, y):
+def forward(x, size, alpha, beta, k, scale, powed, y, roots=False):
     """y, scale (k + alpha / size * window sum of squares) and powed (scale^-beta, which the
-    backward reuses) of ACROSS_CHANNELS LRN; the images split across numba's threads."""
+    backward reuses) of ACROSS_CHANNELS LRN; the images split across numba's threads. With
+    ``roots`` (beta must be 0.75) scale^-beta by square roots."""
     dt = x.dtype.type
     for_native(_forward_parts, x.shape[0], x.size, x, size, dt(alpha / size), dt(k), dt(-beta),
-               scale, powed, y)
+               bool(roots), dt(1), scale, powed, y)
 
 
 def backward(x, y, dy, scale, powed, size, alpha, beta, dx):
