@@ -33,8 +33,8 @@ class LRNLayer(Layer):
             raise self.error("Unknown normalization region.")
         self.across = p.norm_region == LRNP.ACROSS_CHANNELS
         self.powed = None
-        # the zoo's beta, by square roots where the engine is DEFAULT (kernels/lrn_jit.py: 13x
-        # faster than pow, an ulp off it in half the values); ``engine: CAFFE`` keeps pow
+        # the zoo's beta, by square roots where the engine is DEFAULT (kernels/lrn_jit.py: the power
+        # 13x faster than pow, an ulp off it in half the values); ``engine: CAFFE`` keeps pow
         self.roots = self.beta == 0.75 and p.engine == p.DEFAULT
 
     def reshape(self, bottom, top):
