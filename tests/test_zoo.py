@@ -14,8 +14,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def zoo_dir():
+    """The zoo: CAFFECLI_ZOO, ../shared beside the checkout, or shared/ inside it (make carry)."""
     for cand in (os.environ.get("CAFFECLI_ZOO"), os.path.join(ROOT, "..", "shared", "zoo"),
-                 os.path.join(ROOT, "tests", "zoo_data")):
+                 os.path.join(ROOT, "shared", "zoo"), os.path.join(ROOT, "tests", "zoo_data")):
         if cand and os.path.isdir(cand):
             return os.path.abspath(cand)
     return None
@@ -113,7 +114,6 @@ EXPECTED = {
 DEPLOY = [n for n in NETS if n in EXPECTED or "deploy" in n]
 RESNET = "ResNet-50-deploy.prototxt"
 CHUNK = 1 << 18   # values compared at a time: small temporaries, their pages reused
-RESNET_PATH = os.path.join(ROOT, "..", "shared", "nets", "KaimingHe__" + RESNET)
 
 
 @pytest.mark.parametrize("name", DEPLOY or ["<none>"])
@@ -186,10 +186,11 @@ def pass_values(param, batch, compiled, monkeypatch):
 def test_deploy_net_computes_with_compiled_kernels_what_numpy_does(name, monkeypatch):
     """A forward-backward pass at batch 2 in float64 (Winograd, the fused chains, the compiled
     pooling, LRN and moves on real geometries) against numpy's reference code, value by value."""
-    if name == RESNET:
-        if not os.path.isfile(RESNET_PATH):
-            pytest.skip("ResNet-50's prototxt not found beside the zoo")
-        param = read_net_param(RESNET_PATH)
+    if name == RESNET:   # shared/nets, beside the zoo
+        resnet = os.path.join(zoo_dir() or ROOT, "..", "nets", "KaimingHe__" + RESNET)
+        if not os.path.isfile(resnet):
+            pytest.skip("ResNet-50's prototxt not found beside the zoo (nets/)")
+        param = read_net_param(resnet)
     else:
         param = read_net_param(path(name))
         require_layers(param)
