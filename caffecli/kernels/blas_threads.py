@@ -31,10 +31,10 @@ def _loaded():
     return libs
 
 
-def _find():
-    """(get_num_threads, set_num_threads) of each loaded OpenBLAS."""
+def _find(libs=None):
+    """(get_num_threads, set_num_threads) of each loaded OpenBLAS (of ``libs``, where given)."""
     found = []
-    for lib in _loaded():
+    for lib in _loaded() if libs is None else libs:
         for prefix in ("scipy_openblas", "openblas"):
             names = [(prefix + "_get_num_threads" + end, prefix + "_set_num_threads" + end)
                      for end in ("64_", "")]
@@ -85,10 +85,10 @@ def restart_threads(timeout, count=None):
     after each product, taking the cores from what follows; with ``count``, each runs that many
     threads (an MPI rank's share of the cores, launcher.share_cpus). True where each one could
     and now reads ``timeout`` (OpenBLAS does this itself after a fork: blas_thread_shutdown_)."""
-    if count:
-        for _, set_count in _find():
-            set_count(int(count))
     libs = _loaded()
+    if count:
+        for _, set_count in _find(libs):
+            set_count(int(count))
     for lib in libs:
         if not hasattr(lib, "blas_thread_shutdown_"):
             return False
