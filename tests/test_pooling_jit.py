@@ -123,17 +123,17 @@ def test_lrn_default_engine_takes_beta_075_by_square_roots(dtype, rel):
     rs = numpy.random.RandomState(7)
     x = rs.randn(4, 16, 9, 9)
     out = {}
-    for engine in ("DEFAULT", "CAFFE"):
+    for engine, beta in (("DEFAULT", 0.75), ("CAFFE", 0.75), ("DEFAULT", 0.6)):
         text = ('input: "x" input_shape { dim: 4 dim: 16 dim: 9 dim: 9 } layer { name: "n" '
-                'type: "LRN" bottom: "x" top: "y" lrn_param { local_size: 5 alpha: 2 beta: 0.75 '
-                'k: 1 engine: %s } }' % engine)
+                'type: "LRN" bottom: "x" top: "y" lrn_param { local_size: 5 alpha: 2 beta: %g '
+                'k: 1 engine: %s } }' % (beta, engine))
         net = Net(parse_text(text, caffe_pb2.NetParameter()), caffe_pb2.TEST, dtype=dtype,
                   log=False)
         net.blob_by_name("x").data[...] = x
         net.forward_pass()
-        out[engine] = (net.layers[-1].roots, net.blob_by_name("y").data.copy())
-    assert out["DEFAULT"][0] and not out["CAFFE"][0]
-    roots, pow_ = out["DEFAULT"][1], out["CAFFE"][1]
+        out[engine, beta] = (net.layers[-1].roots, net.blob_by_name("y").data.copy())
+    assert [out[key][0] for key in out] == [True, False, False]
+    roots, pow_ = out["DEFAULT", 0.75][1], out["CAFFE", 0.75][1]
     numpy.testing.assert_allclose(roots, pow_, rtol=rel, atol=0)
     if dtype == numpy.float32:
         assert (roots != pow_).any()
