@@ -374,6 +374,8 @@ def main(argv=None):
         import torch
     except ImportError:
         raise SystemExit("PyTorch is needed for the comparison: pip install torch (CPU wheel)")
+    from caffecli import glog
+    glog.set_min_level(2)   # the nets' and the solver's set-up lines would bury the table
     kernel_threads = start_kernel_threads()
     model, cores = machine()
     torch.set_num_threads(num_threads())  # as caffecli's: OMP_NUM_THREADS, else the affinity

@@ -281,6 +281,45 @@ def test_kernel_threads_are_numbas_work_queue_unless_a_layer_is_named(named):
     assert out[-1] == (named or "workqueue")
 
 
+@pytest.mark.parametrize("name,features,user,expected", [
+    ("emeraldrapids", "+avx2,+avx512f,-amx-fp16", (None, None), "+avx2,+avx512f,-amx-fp16,"
+                                                                 "-prefer-256-bit"),
+    ("skylake-avx512", "+avx512f", (None, None), "+avx512f,-prefer-256-bit"),
+    ("emeraldrapids", "+avx512f", ("haswell", None), None),       # the user's CPU name
+    ("emeraldrapids", "+avx512f", (None, "+avx2"), None),         # the user's features
+    ("znver5", "+avx2,+avx512f", (None, None), None),             # AMD: LLVM's own choice
+    ("alderlake", "+avx2,-avx512f", (None, None), None),          # no AVX-512
+])
+def test_kernels_drop_the_256_bit_preference_only_on_intel_avx512(name, features, user,
+                                                                  expected):
+    assert jit.vector_features(name, features, *user) == expected
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("user", [False, True])
+def test_compiled_kernels_take_the_chosen_features_unless_the_user_set_them(user):
+    """The first kernel caffecli compiles sets numba's features to vector_features' choice for
+    this host; NUMBA_CPU_FEATURES set by the user is kept as given."""
+    env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CPU_NAME",
+                                                            "NUMBA_CPU_FEATURES")}
+    code = ("import llvmlite.binding as ll; from caffecli.kernels import jit\n"
+            "def twice(v):\n    return 2 * v\n"
+            "assert jit.kernel(twice)(2.0) == 4.0\n"
+            "from numba.core.registry import cpu_target\n"
+            "print(cpu_target.target_context.codegen()._tm_features)\n"
+            "print(jit.vector_features(ll.get_host_cpu_name(), "
+            "ll.get_host_cpu_features().flatten()))")
+    if user:
+        env["NUMBA_CPU_FEATURES"] = "+sse2"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    if user:
+        assert out[0] == "+sse2"
+    else:
+        host = __import__("llvmlite.binding").binding.get_host_cpu_features().flatten()
+        assert out[0] == (host if out[1] == "None" else out[1])
+
+
 @pytest.mark.parametrize("text,shape", [
     ('type: "Pooling" pooling_param { pool: MAX kernel_size: 3 stride: 2 pad: 1 }', (5, 3, 9, 8)),
     ('type: "Pooling" pooling_param { pool: AVE kernel_size: 3 stride: 2 }', (5, 3, 9, 8)),

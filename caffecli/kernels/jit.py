@@ -74,9 +74,38 @@ def _once(key, make):
     return jitted
 
 
+def vector_features(cpu_name, features, user_name=None, user_features=None):
+    """The LLVM features to compile caffecli's kernels with (numba's CPU_FEATURES), or None for
+    numba's own choice: on an Intel AVX-512 host, its features without LLVM's preference for
+    256-bit vectors, under which loops over short rows (a pooled image's) stayed scalar with
+    mispredicted branches (LeNet's pool1 backward 1.7 -> 0.13 ms, Xeon Emerald Rapids). None
+    where the user named a CPU or features (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES), on AMD (znver:
+    sessions 28-44 measured LLVM's own choice there) and without AVX-512."""
+    if user_name is not None or user_features is not None or cpu_name.startswith("znver"):
+        return None
+    if "+avx512f" not in features.split(","):
+        return None
+    return features + ",-prefer-256-bit"
+
+
+def _tune_codegen():
+    """Set numba's CPU features to ``vector_features``' choice before its first compile (once:
+    a code generator made earlier, by the user's own kernels, keeps its features)."""
+    config = numba.config
+    if getattr(_tune_codegen, "done", False):
+        return
+    _tune_codegen.done = True
+    import llvmlite.binding as ll
+    chosen = vector_features(ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten(),
+                             config.CPU_NAME, config.CPU_FEATURES)
+    if chosen is not None:
+        config.CPU_FEATURES = chosen
+
+
 def _njit(fn, **options):
     """numba.njit(**options)(fn), cached on disk, or in memory where no cache location is
     writable. A closure's cache entries are keyed by what its cells hold (_closure_cache)."""
+    _tune_codegen()
     try:
         jitted = numba.njit(cache=True, **options)(fn)
     except RuntimeError:
