@@ -12,6 +12,8 @@ GEOMETRIES = [  # kernel, stride, pad, input (h, w), ceil rounding
     ((3, 3), (2, 2), (0, 0), (13, 13), True),      # CaffeNet's pools (ceil: a partial window)
     ((2, 2), (2, 2), (0, 0), (24, 24), True),      # LeNet's
     ((3, 3), (1, 1), (1, 1), (7, 9), True),        # GoogLeNet's stride-1 padded pools
+    ((3, 3), (1, 1), (1, 1), (14, 14), True),      # ... on a 14x14 map
+    ((3, 3), (1, 1), (1, 1), (2, 1), True),        # ... on a map smaller than the window
     ((3, 3), (2, 2), (1, 1), (12, 11), True),      # a padded stride-2 pool (ResNet's kind)
     ((2, 2), (2, 2), (0, 0), (7, 6), True),        # LeNet's kind, the last window partial
     ((3, 3), (3, 3), (0, 0), (9, 12), True),       # 3x3 windows that tile the image
@@ -50,6 +52,22 @@ def test_compiled_pooling_matches_the_reference(kernel, stride, pad, hw, ceil, d
     pooling_jit.ave_pool_backward(dtop, geo, dx)
     numpy.testing.assert_allclose(dx, pooling.ave_pool_backward(numpy, dtop, geo, dtype),
                                   rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("kernel,stride,pad,hw,ceil", GEOMETRIES)
+def test_compiled_max_pool_keeps_the_first_zeros_sign(kernel, stride, pad, hw, ceil):
+    """A ReLU's output is mostly zeros: the first of equal maxima wins, so a window whose first
+    zero is -0.0 gives -0.0 (the same bits as Caffe's loop), and the winner is that offset."""
+    rs = numpy.random.RandomState(5)
+    x = numpy.maximum(rs.randn(3, 4, *hw), 0).astype(numpy.float32)
+    x[rs.rand(*x.shape) < 0.4] = -0.0
+    geo = PoolGeometry(kernel, stride, pad, hw, ceil_mode=ceil)
+    shape = x.shape[:2] + tuple(geo.out_hw)
+    ref_top, ref_arg = pooling.max_pool(numpy, x, geo)
+    top, arg = numpy.empty(shape, numpy.float32), numpy.empty(shape, numpy.int32)
+    pooling_jit.max_pool(x, geo, top, arg)
+    numpy.testing.assert_array_equal(top.view(numpy.uint32), ref_top.view(numpy.uint32))
+    numpy.testing.assert_array_equal(arg, ref_arg)
 
 
 @pytest.mark.parametrize("side", [2, 3])
