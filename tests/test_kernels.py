@@ -307,8 +307,9 @@ def test_compiled_kernels_take_the_chosen_features_unless_the_user_set_them(user
             "assert jit.kernel(twice)(2.0) == 4.0\n"
             "from numba.core.registry import cpu_target\n"
             "print(cpu_target.target_context.codegen()._tm_features)\n"
-            "print(jit.vector_features(ll.get_host_cpu_name(), "
-            "ll.get_host_cpu_features().flatten()))")
+            "from numba.core.codegen import get_host_cpu_features as features\n"
+            "print(jit.vector_features(ll.get_host_cpu_name(), features()))\n"
+            "print(features())")
     if user:
         env["NUMBA_CPU_FEATURES"] = "+sse2"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
@@ -316,8 +317,7 @@ def test_compiled_kernels_take_the_chosen_features_unless_the_user_set_them(user
     if user:
         assert out[0] == "+sse2"
     else:
-        host = __import__("llvmlite.binding").binding.get_host_cpu_features().flatten()
-        assert out[0] == (host if out[1] == "None" else out[1])
+        assert out[0] == (out[2] if out[1] == "None" else out[2] + ",-prefer-256-bit")
 
 
 @pytest.mark.parametrize("text,shape", [

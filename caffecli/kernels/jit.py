@@ -76,7 +76,7 @@ def _once(key, make):
 
 def vector_features(cpu_name, features, user_name=None, user_features=None):
     """The LLVM features to compile caffecli's kernels with (numba's CPU_FEATURES), or None for
-    numba's own choice: on an Intel AVX-512 host, its features without LLVM's preference for
+    numba's own choice: on an AVX-512 host not AMD's, its features without LLVM's preference for
     256-bit vectors, under which loops over short rows (a pooled image's) stayed scalar with
     mispredicted branches (LeNet's pool1 backward 1.7 -> 0.13 ms, Xeon Emerald Rapids). None
     where the user named a CPU or features (NUMBA_CPU_NAME, NUMBA_CPU_FEATURES), on AMD (znver:
@@ -96,8 +96,9 @@ def _tune_codegen():
         return
     _tune_codegen.done = True
     import llvmlite.binding as ll
-    chosen = vector_features(ll.get_host_cpu_name(), ll.get_host_cpu_features().flatten(),
-                             config.CPU_NAME, config.CPU_FEATURES)
+    from numba.core.codegen import get_host_cpu_features   # as numba reads them ('' if none)
+    chosen = vector_features(ll.get_host_cpu_name(), get_host_cpu_features(), config.CPU_NAME,
+                             config.CPU_FEATURES)
     if chosen is not None:
         config.CPU_FEATURES = chosen
 
