@@ -64,11 +64,10 @@ def _max_forward_for(square, step=0, pad=0):
     """MAX pooling's forward loops (for stride 1, ``_max_forward_flat_for``'s); with ``square``
     (a window side known when it compiles) the loops over a window inside the image have
     constant trip counts and unroll: 2-2.4x faster on LeNet's 2x2 and CaffeNet's and
-    GoogLeNet's 3x3 windows (2 cores). With a
-    ``step`` and ``pad`` (stride and padding, known too) the windows inside the image are
-    compared in flat loops over row views, which LLVM vectorizes: 2-4x faster again (LeNet's
-    pool1 0.39 -> 0.11 ms one thread). The same comparisons in the same order, so the same
-    maxima and winners."""
+    GoogLeNet's 3x3 windows (2 cores). With a ``step`` and ``pad`` (stride and padding, known
+    too) the windows inside the image are compared in flat loops over row views, which LLVM
+    vectorizes: 2-4x faster again (LeNet's pool1 0.39 -> 0.11 ms one thread). The same
+    comparisons in the same order, so the same maxima and winners."""
     if step == 1:
         return _max_forward_flat_for(square)
 

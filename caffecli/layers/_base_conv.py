@@ -92,11 +92,11 @@ class ColumnMaker:
         self._pad_in = ic.PadBuffer()
         self._pad_out = ic.PadBuffer()
         self._col = None
-        self._shapes = None   # what configure last saw: every Forward reshapes with the same
+        self._shapes = None   # the shapes configure last saw (every Forward reshapes to them)
 
     def configure(self, channels, img_shape, grid_shape):
         shapes = (channels, tuple(img_shape), tuple(grid_shape))
-        if shapes == self._shapes:   # a kernel's windows: CaffeNet's conv1 121, 0.1 ms a pass
+        if shapes == self._shapes:   # the windows again: 341 us for CaffeNet's conv1's 121
             return
         self._shapes = shapes
         self.channels = channels
