@@ -89,8 +89,9 @@ def vector_features(cpu_name, features, user_name=None, user_features=None):
 
 
 def _tune_codegen():
-    """Set numba's CPU features to ``vector_features``' choice before its first compile (once:
-    a code generator made earlier, by the user's own kernels, keeps its features)."""
+    """Set numba's CPU features to ``vector_features``' choice before caffecli's first compile
+    (once). numba has one code generator a process: a script's kernels compiled later get the
+    same features, and one made earlier (by the script's own kernels) keeps its own."""
     config = numba.config
     if getattr(_tune_codegen, "done", False):
         return
