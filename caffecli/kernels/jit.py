@@ -89,25 +89,24 @@ def vector_features(cpu_name, features, user_name=None, user_features=None):
 
 
 def _tune_codegen():
-    """Set numba's CPU features to ``vector_features``' choice before caffecli's first compile
-    (once). numba has one code generator a process: a script's kernels compiled later get the
-    same features, and one made earlier (by the script's own kernels) keeps its own."""
+    """Set numba's CPU features to ``vector_features``' choice; the features numba compiles
+    with, '' for its own (run once, before caffecli's first compile: ``_njit``). numba has one
+    code generator a process: a script's kernels compiled later get the same features, and one
+    made earlier (by the script's own kernels) keeps its own."""
     config = numba.config
-    if getattr(_tune_codegen, "done", False):
-        return
-    _tune_codegen.done = True
     import llvmlite.binding as ll
     from numba.core.codegen import get_host_cpu_features   # as numba reads them ('' if none)
     chosen = vector_features(ll.get_host_cpu_name(), get_host_cpu_features(), config.CPU_NAME,
                              config.CPU_FEATURES)
     if chosen is not None:
         config.CPU_FEATURES = chosen
+    return config.CPU_FEATURES or ""
 
 
 def _njit(fn, **options):
     """numba.njit(**options)(fn), cached on disk, or in memory where no cache location is
     writable. A closure's cache entries are keyed by what its cells hold (_closure_cache)."""
-    _tune_codegen()
+    _once(_tune_codegen, _tune_codegen)
     try:
         jitted = numba.njit(cache=True, **options)(fn)
     except RuntimeError:
