@@ -232,6 +232,20 @@ class Blob:
         flat = mem.overwrite_cpu_data() if mem.size == self._count else mem.mutable_cpu_data()
         return flat[:self._count].reshape(self._shape)
 
+    def clear_diff(self, side):
+        """Zero the diff on ``side`` (Caffe's ClearParamDiffs): on the host lazily, so that a
+        layer writing its whole gradient (``claim_cleared_diff``) replaces the zeros' pass."""
+        mem = self._diff_mem
+        if side == CPU and mem.size == self._count:
+            mem.clear_cpu_data()
+        elif self._count:
+            self._shaped("diff", side, True)[...] = 0
+
+    def claim_cleared_diff(self):
+        """True, once, where the host diff was cleared and not yet used since: the caller then
+        writes every value of it (out= in place of +=)."""
+        return self._diff_mem.claim_clear()
+
     def initialize_data(self, write):
         """Have ``write(flat host array)`` set the data: when first read, or now if in use."""
         count = self._count
@@ -417,6 +431,11 @@ class BlobSide:
     @property
     def diff(self):
         return self.blob._shaped("diff", self.side, self.write_diff)
+
+    def claim_cleared_diff(self):
+        """Whether the caller, writing every value of ``diff``, replaces a pending clear (host
+        only): then it must overwrite, not add."""
+        return self.side == CPU and self.write_diff and self.blob.claim_cleared_diff()
 
     @diff.setter
     def diff(self, value):

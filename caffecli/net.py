@@ -180,7 +180,7 @@ class Net:
         """Zero every learnable diff on the mode's side (Caffe's ClearParamDiffs)."""
         side = context.mode()
         for p in self.learnable_params:
-            p.at(side).diff[...] = 0
+            p.clear_diff(side)
 
     def update(self):
         for p in self.learnable_params:

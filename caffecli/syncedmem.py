@@ -5,6 +5,8 @@ device, or both synced); ``cpu_data``/``gpu_data`` copy only when the other side
 ``mutable_*`` move the head to the side that will be written. New memory reads as zeros, or as
 what a pending initializer (a filler) writes when it is first read; ``overwrite_cpu_data`` is for
 a writer of every value (loading weights), which neither initializes nor copies first.
+``clear_cpu_data`` zeroes the host copy lazily (ClearParamDiffs at every iteration): the zeros are
+written when the values are next used, unless a writer of every value claims the clear first.
 """
 import threading
 
@@ -22,7 +24,7 @@ capture = threading.local()
 class SyncedMemory:
     """``size`` values of ``dtype``; the host copy is numpy, the device copy the device module's."""
 
-    __slots__ = ("size", "dtype", "cpu", "gpu", "head", "init")
+    __slots__ = ("size", "dtype", "cpu", "gpu", "head", "init", "cleared")
 
     def __init__(self, size, dtype):
         self.size = int(size)
@@ -31,6 +33,7 @@ class SyncedMemory:
         self.gpu = None
         self.head = UNINITIALIZED
         self.init = None
+        self.cleared = False   # the host copy reads as zeros but still holds old values
 
     def initialize(self, write):
         """Have ``write(host array)`` set the values: when first read, or now if in use."""
@@ -40,7 +43,10 @@ class SyncedMemory:
             write(self.mutable_cpu_data())
 
     def to_cpu(self):
-        if self.head == UNINITIALIZED:
+        if self.cleared:
+            self.cleared = False
+            self.cpu.fill(0)
+        elif self.head == UNINITIALIZED:
             if self.init is None:
                 self.cpu = host_memory.zeros(self.size, self.dtype)
             else:
@@ -55,8 +61,8 @@ class SyncedMemory:
             self.head = SYNCED
 
     def to_gpu(self):
-        if self.head == UNINITIALIZED and self.init is not None:
-            self.to_cpu()  # initializers write host values
+        if self.cleared or self.head == UNINITIALIZED and self.init is not None:
+            self.to_cpu()  # initializers and pending clears write host values
         if self.head == UNINITIALIZED:
             self.gpu = backend.device_module().zeros(self.size, self.dtype)
             self.head = HEAD_AT_GPU
@@ -78,8 +84,26 @@ class SyncedMemory:
             # fresh zero pages: no pass over them
             self.cpu = host_memory.zeros(self.size, self.dtype)
         self.init = None
+        self.cleared = False
         self.head = HEAD_AT_CPU
         return self.cpu
+
+    def clear_cpu_data(self):
+        """Every value reads as zero from now on, the host copy current; the zeros are written
+        when the values are next used, unless ``claim_clear`` is called first."""
+        self.init = None
+        if self.cpu is None:
+            self.cpu = host_memory.zeros(self.size, self.dtype)   # fresh zero pages
+        else:
+            self.cleared = True
+        self.head = HEAD_AT_CPU
+
+    def claim_clear(self):
+        """True, once, where the host copy is a clear not yet written: the caller then writes
+        every value itself (``out = a @ b`` in place of ``out += a @ b``), and no zeros are
+        written before it."""
+        claimed, self.cleared = self.cleared, False
+        return claimed
 
     def gpu_data(self):
         self.to_gpu()

@@ -5,13 +5,15 @@ import weakref
 import numpy
 import pytest
 
-from caffecli import glog
+from caffecli import context, glog
+from caffecli.context import CPU
 from caffecli.errors import CaffeError
 from caffecli.layer import Layer
 from caffecli import Net, TEST, TRAIN
 from caffecli.proto import caffe_pb2
 from caffecli.proto.io import parse_text
 from caffecli.registry import register_layer
+from caffecli.syncedmem import SyncedMemory
 
 pytestmark = pytest.mark.devices  # each test runs in CPU and in GPU mode
 
@@ -311,3 +313,42 @@ def test_a_dropped_net_frees_its_blobs_without_the_cyclic_collector():
         assert blob() is None and param() is None
     finally:
         gc.enable()
+
+
+def test_cleared_diffs_are_written_by_the_first_gradient_and_added_to_by_the_rest(
+        monkeypatch):
+    """ClearParamDiffs then backward gives the gradient itself, however the clear is done (on
+    the host the first inner product writes its product where the zeros would be); a weight
+    shared by two layers gets both terms, and a second backward without a clear adds again."""
+    text = ('name: "t"\n'
+            'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }\n'
+            'layer { name: "a" type: "InnerProduct" bottom: "x" top: "ya" param { name: "w" }\n'
+            '        inner_product_param { num_output: 3 bias_term: false\n'
+            '                              weight_filler { type: "gaussian" std: 1 } } }\n'
+            'layer { name: "b" type: "InnerProduct" bottom: "ya" top: "yb" param { name: "w" }\n'
+            '        inner_product_param { num_output: 3 bias_term: false } }\n'
+            'layer { name: "l" type: "TestHalfSumSqLoss" bottom: "yb" top: "l" }\n')
+    net = net_from(text)
+    x = numpy.arange(6, dtype=numpy.float64).reshape(2, 3) / 5 - 0.4
+    net.blob_by_name("x").data[...] = x
+    w = net.params["a"][0]
+    wd = numpy.asarray(w.data, numpy.float64)
+    ya = x @ wd.T
+    yb = ya @ wd.T
+    want = yb.T @ ya + (yb @ wd).T @ x   # layer b's term, then layer a's
+    w.diff[...] = 100.0                  # stale values the clear must hide
+    net.forward_pass()
+    net.clear_param_diffs()
+    mem = w.memories()[1]
+    claims = []
+    monkeypatch.setattr(SyncedMemory, "claim_clear",
+                        lambda m, claim=SyncedMemory.claim_clear: claims.append(claim(m))
+                        or claims[-1])
+    net.backward_pass()
+    numpy.testing.assert_allclose(w.diff, want, rtol=1e-5, atol=1e-6)
+    if context.mode() == CPU:   # the host's clear wrote no zeros: layer b's product took them
+        assert claims == [True, False] and not mem.cleared
+    net.backward_pass()
+    numpy.testing.assert_allclose(w.diff, 2 * want, rtol=1e-5, atol=1e-6)
+    net.clear_param_diffs()
+    assert (w.diff == 0).all()

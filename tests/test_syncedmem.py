@@ -73,3 +73,38 @@ def test_a_write_on_one_side_is_seen_on_the_other_once(standin):
 def test_new_memory_reads_as_zeros_on_either_side(standin):
     assert SyncedMemory(4, numpy.float64).cpu_data().tolist() == [0.0] * 4
     assert values(SyncedMemory(4, numpy.float64).gpu_data()) == [0.0] * 4
+
+
+@pytest.mark.parametrize("start", [HEAD_AT_CPU, HEAD_AT_GPU, SYNCED])
+def test_a_cleared_memory_reads_as_zeros_wherever_it_is_read(standin, start):
+    """A lazy clear (ClearParamDiffs on the host) writes no zeros until the values are used,
+    and then on whichever side reads them; the other side's old copy is stale."""
+    for accessor in ("cpu_data", "mutable_cpu_data", "gpu_data", "mutable_gpu_data"):
+        m = mem_at(start, standin)
+        m.clear_cpu_data()
+        assert m.head == HEAD_AT_CPU
+        assert values(getattr(m, accessor)()) == [0, 0, 0], accessor
+        assert m.cpu.tolist() == [0, 0, 0]
+
+
+def test_a_clear_is_claimed_once_by_a_writer_of_every_value():
+    m = SyncedMemory(3, numpy.float32)
+    m.mutable_cpu_data()[...] = [1, 2, 3]
+    m.clear_cpu_data()
+    assert m.cpu.tolist() == [1, 2, 3]          # no zeros' pass yet
+    assert m.claim_clear() and not m.claim_clear()
+    m.cpu[...] = [4, 5, 6]                       # the claimer's writes
+    assert m.cpu_data().tolist() == [4, 5, 6]    # not wiped by the clear afterwards
+    m.clear_cpu_data()
+    m.cpu_data()
+    assert not m.claim_clear()                   # used: the zeros are written, nothing to claim
+    m.clear_cpu_data()
+    m.overwrite_cpu_data()[...] = 7
+    assert not m.claim_clear() and m.cpu_data().tolist() == [7, 7, 7]
+
+
+def test_a_clear_of_memory_never_used_allocates_zeros():
+    m = SyncedMemory(2, numpy.float32)
+    m.initialize(lambda a: a.fill(9))   # a pending filler the clear drops
+    m.clear_cpu_data()
+    assert not m.claim_clear() and m.cpu_data().tolist() == [0, 0]

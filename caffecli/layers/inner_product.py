@@ -83,7 +83,9 @@ class InnerProductLayer(Layer):
         x = bottom[0].data.reshape(self.M, self.K)
         if self.param_propagate_down[0]:
             a, b = (x.T, dy) if self.transpose else (dy.T, x)
-            gemm(self.xp, a, b, self.weights[0].diff, accumulate=True)
+            # just after ClearParamDiffs the product is written, not added: no zeros' pass
+            fresh = self.weights[0].claim_cleared_diff()
+            gemm(self.xp, a, b, self.weights[0].diff, accumulate=not fresh)
         if self.bias_term and self.param_propagate_down[1]:
             diff = self.weights[1].diff
             if not channel_sums(self.xp, dy.reshape(self.M, self.num_output, 1), diff):
