@@ -15,9 +15,9 @@ where the prototxt names CUDNN. The cuDNN engines are on where the frontend is i
 """
 import importlib
 import importlib.util
-import os
 
 from . import backend, glog
+from .util import environ
 from .proto import caffe_pb2
 
 CAFFE, CUDNN = "CAFFE", "CUDNN"
@@ -52,7 +52,7 @@ def requested(layer_param):
 
 def enabled():
     """Whether the cuDNN engines may run (unless CAFFECLI_CUDNN=0)."""
-    return os.environ.get("CAFFECLI_CUDNN", "1") != "0"
+    return environ.get("CAFFECLI_CUDNN") != "0"
 
 
 def cudnn_missing():

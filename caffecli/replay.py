@@ -17,16 +17,16 @@ current on the device; the loss terms come back in one copy. A net whose layers 
 captured (a host-side layer after the data, a layer that reads device values on the host, a
 debug hook) runs eagerly, saying why in one INFO line.
 """
-import os
 
 from . import backend, context, glog, syncedmem
+from .util import environ
 
 WARMUP_PASSES = 1  # eager passes with unchanged shapes and memory before the capture
 
 
 def enabled():
     """Whether CUDA graphs may be used (unless CAFFECLI_CUDA_GRAPHS=0)."""
-    return os.environ.get("CAFFECLI_CUDA_GRAPHS", "1") != "0"
+    return environ.get("CAFFECLI_CUDA_GRAPHS") != "0"
 
 
 def capturing():

@@ -80,6 +80,28 @@ def test_threads_follow_omp_num_threads_then_affinity(monkeypatch):
         assert threads.num_threads() == len(os.sched_getaffinity(0))
 
 
+def test_the_cheap_environment_reads_follow_every_change(monkeypatch):
+    """util/environ.get is os.environ.get, changes made while running included: a value
+    set, changed, emptied and removed, and the compiled kernels' switch with it."""
+    import os
+    from caffecli.kernels import jit
+    from caffecli.util import environ
+    name = "CAFFECLI_TEST_ENVIRON"
+    monkeypatch.delenv(name, raising=False)
+    assert environ.get(name) is None and environ.get(name, "d") == "d"
+    for value in ("1", "2", "", "\u00e9 x"):
+        monkeypatch.setenv(name, value)
+        assert environ.get(name, "d") == value == os.environ.get(name)
+    monkeypatch.delenv(name)
+    assert environ.get(name, "d") == "d"
+    x = numpy.zeros(3, numpy.float32)
+    for switch, usable in (("0", False), ("1", jit.INSTALLED)):
+        monkeypatch.setenv("CAFFECLI_JIT", switch)
+        assert jit.usable(x, x) == usable
+    assert not jit.usable(x, x.astype(numpy.int32)) and not jit.usable(x[::2])
+    assert not jit.usable(x.astype(">f4"))
+
+
 def test_for_parts_covers_the_range_once_and_raises_a_pool_threads_error(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "4")
     seen, names = numpy.zeros(10, int), set()   # names: the threads that ran a part

@@ -12,6 +12,8 @@ import threading
 
 import numpy
 
+from ..util import environ
+
 THREADS = 256            # threads per block (CAFFECLI_THREADS in common.cuh)
 MAX_BLOCKS = 65535       # blocks of a block-reduction launch
 _SOURCES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cuda")
@@ -33,7 +35,7 @@ def usable(xp, *arrays):
     """Whether device kernels can run on these arrays of ``xp``: a device module with
     RawModule, float32/float64 data, kernels not turned off, and a compiler for the stand-in."""
     if getattr(xp, "RawModule", None) is None or \
-            os.environ.get("CAFFECLI_DEVICE_KERNELS", "1") == "0":
+            environ.get("CAFFECLI_DEVICE_KERNELS") == "0":
         return False
     if any(numpy.dtype(a.dtype) not in _REAL for a in arrays):
         return False
