@@ -1,8 +1,9 @@
 """CPU speed in one run: caffecli against PyTorch CPU (and real Caffe when a ``caffe`` binary is
 on PATH) on LeNet, CaffeNet, GoogLeNet and ResNet-50 forward-backward; the machine's sgemm rate
 and each net's GEMM-only limit; the peak of memory allocated during one iteration; an SGD
-update of CaffeNet's parameters against torch.optim.SGD's; CaffeNet's build + 244 MB weights
-load time; and ``caffecli --help``'s time. Prints the core count.
+update of CaffeNet's parameters against torch.optim.SGD's, and a whole training iteration of
+CaffeNet (solver step against forward-backward and optimizer step); CaffeNet's build + 244 MB
+weights load time; and ``caffecli --help``'s time. Prints the core count.
 
 Run by hand from the repository root (PyTorch is not a dependency of caffecli):
 
@@ -235,7 +236,7 @@ def torch_twin(net, device="cpu"):
             raise SystemExit("no torch twin for layer type %s" % rec.layer.type)
         steps.append((make[rec.layer.type](rec.layer, lp), list(lp.bottom), list(lp.top)))
 
-    def run():
+    def run(keep_grads=False):
         blobs = dict(inputs)
         for fn, bottoms, tops in steps:
             out = fn(*(blobs[b] for b in bottoms))
@@ -243,8 +244,9 @@ def torch_twin(net, device="cpu"):
                 blobs[name] = value
         outputs = [blobs[name] for name in net.output_names]
         torch.autograd.backward(outputs, [torch.ones_like(o) for o in outputs])
-        for p in params + list(inputs.values()):
+        for p in (list(inputs.values()) if keep_grads else params + list(inputs.values())):
             p.grad = None
+    run.params = params
     return run
 
 
@@ -329,6 +331,57 @@ def by_layer_type(net, reps=3):
     return [(k, 1e3 * statistics.median(r[k] for r in runs)) for k in kinds]
 
 
+def sgd_param(**net):
+    """The SGD solver both sides' updates follow: momentum 0.9, L2 weight decay 5e-4."""
+    from caffecli.proto import caffe_pb2
+    param = caffe_pb2.SolverParameter(base_lr=0.01, momentum=0.9, weight_decay=5e-4,
+                                      lr_policy="fixed", type="SGD", display=0)
+    for field, value in net.items():
+        getattr(param, field).CopyFrom(value)
+    return param
+
+
+def torch_sgd(tensors):
+    """torch.optim.SGD over ``tensors`` as ``sgd_param``, its fastest kind (fused, else
+    foreach), and that kind; its first step is taken."""
+    import torch
+    for kind in ("fused", "foreach"):
+        try:
+            optimizer = torch.optim.SGD(tensors, lr=0.01, momentum=0.9, weight_decay=5e-4,
+                                        **{kind: True})
+            optimizer.step()
+            return optimizer, kind
+        except (RuntimeError, TypeError):   # a PyTorch without a fused CPU SGD
+            continue
+    raise SystemExit("torch.optim.SGD has neither a fused nor a foreach step here")
+
+
+def iteration_ms(name, rounds, iterations):
+    """Milliseconds of one training iteration of bench net ``name`` (medians of alternating
+    rounds): caffecli's solver step (ClearParamDiffs, forward-backward, SGD update) against
+    PyTorch's forward-backward and SGD step, its gradients then dropped (zero_grad's
+    default); and torch's optimizer kind."""
+    from caffecli.solvers import get_solver
+    net_param = read_net_param(NETS[name])
+    net_param.force_backward = True
+    solver = get_solver(sgd_param(net_param=net_param))
+    for blob in solver.net.input_blobs:
+        blob.data[...] = numpy.random.rand(*blob.shape)
+    twin = torch_twin(solver.net)
+    twin(keep_grads=True)
+    optimizer, kind = torch_sgd(twin.params)
+
+    def torch_iteration():
+        twin(keep_grads=True)
+        optimizer.step()
+        optimizer.zero_grad()
+    ours, theirs = [], []
+    for _ in range(rounds):
+        ours.append(median_time(lambda: solver.step(1), iterations, warm=True))
+        theirs.append(median_time(torch_iteration, iterations, warm=True))
+    return statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3, kind
+
+
 def update_ms(path, reps=5):
     """Milliseconds of one SGD update (momentum 0.9, L2 weight decay 5e-4) of the parameters of
     the net at ``path``: caffecli's solver update and torch.optim.SGD's step on tensors of the
@@ -336,28 +389,17 @@ def update_ms(path, reps=5):
     that kind. caffecli also leaves the update in each diff, as Caffe does: one more array
     written than PyTorch writes."""
     import torch
-    from caffecli.proto import caffe_pb2
     from caffecli.solvers import get_solver
-    param = caffe_pb2.SolverParameter(base_lr=0.01, momentum=0.9, weight_decay=5e-4,
-                                      lr_policy="fixed", type="SGD", display=0)
-    param.net_param.CopyFrom(read_net_param(path))
-    solver = get_solver(param)
+    solver = get_solver(sgd_param(net_param=read_net_param(path)))
     tensors = []
     for p in solver.net.learnable_params:
         p.diff[...] = numpy.random.RandomState(0).randn(*p.shape) * 1e-3
         t = torch.from_numpy(p.data.copy()).requires_grad_()
         t.grad = torch.from_numpy(p.diff.copy())
         tensors.append(t)
-    for kind in ("fused", "foreach"):
-        try:
-            step = torch.optim.SGD(tensors, lr=0.01, momentum=0.9, weight_decay=5e-4,
-                                   **{kind: True}).step
-            step()
-            break
-        except (RuntimeError, TypeError):   # a PyTorch without a fused CPU SGD
-            continue
+    optimizer, kind = torch_sgd(tensors)
     ours = median_time(solver.apply_update, reps, warm=True)
-    theirs = median_time(step, reps, warm=True)
+    theirs = median_time(optimizer.step, reps, warm=True)
     count = sum(p.count for p in solver.net.learnable_params)
     return ours * 1e3, theirs * 1e3, count, kind
 
@@ -414,6 +456,11 @@ def main(argv=None):
     print("SGD update of CaffeNet's %.1fM parameters (momentum, weight decay): caffecli %.1f ms, "
           "pytorch %.1f ms (torch.optim.SGD, %s), %.2fx" % (count / 1e6, ours, theirs, kind,
                                                             ours / theirs))
+    if "caffenet" in args.nets.split(","):
+        ours, theirs, kind = iteration_ms("caffenet", args.rounds, args.iterations)
+        print("training iteration of CaffeNet: caffecli %.1f ms (solver step: ClearParamDiffs, "
+              "forward-backward, update), pytorch %.1f ms (forward-backward, SGD %s step, "
+              "zero_grad), %.2fx" % (ours, theirs, kind, ours / theirs))
     with tempfile.TemporaryDirectory() as tmp:
         weights = caffenet_weights(tmp)
         print("CaffeNet deploy + %.0f MB weights, build and load: %.3f s (median of 5)"
