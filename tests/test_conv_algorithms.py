@@ -24,6 +24,7 @@ CASES = 160
 LIMITS = {
     (convolution, "WINOGRAD_MIN_TILES"): [64, 1, 1 << 40],
     (convolution, "WINOGRAD_MIN_CHANNELS"): [16, 1],
+    (convolution, "WINOGRAD_MAX_OVERHANG"): [1.2, 1 << 40],
     (_base_conv, "IMAGE_MAX_INNER"): [128, 0, 1 << 40],
     (_base_conv, "IMAGE_MAX_COLUMNS"): [1 << 17, 1 << 40],
     (_base_conv, "COL_CHUNK_ELEMENTS"): [1 << 25, 1, 200, 5000],

@@ -11,6 +11,14 @@ from caffecli.proto import caffe_pb2
 
 pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 CP = caffe_pb2.ConvolutionParameter
+OVERHANG = convolution.WINOGRAD_MAX_OVERHANG
+
+
+@pytest.fixture(autouse=True)
+def ragged_maps_take_winograd(monkeypatch):
+    """The cases' small odd maps, whose last tiles overhang (the cropping path), take Winograd
+    here whatever their overhang, so each case tests the condition it names."""
+    monkeypatch.setattr(convolution, "WINOGRAD_MAX_OVERHANG", float("inf"))
 
 
 def conv_layer(engine, num_output, group=1, kernel=3, pad=1, stride=1, dilation=1):
@@ -91,6 +99,18 @@ def test_im2col_where_winograd_does_not_apply_or_pay(shape, num_output, geometry
     assert not fast[0].winograd
     for got, want in zip(fast[1:], ref[1:]):
         numpy.testing.assert_array_equal(numpy.asarray(got), numpy.asarray(want))
+
+
+@pytest.mark.parametrize("hw,taken", [((7, 7), False), ((9, 9), False), ((13, 13), True),
+                                       ((14, 14), True), ((13, 14), True), ((5, 28), True),
+                                       ((5, 5), False)])
+def test_winograd_only_where_its_tiles_overhang_the_map_little(monkeypatch, hw, taken):
+    """At most WINOGRAD_MAX_OVERHANG times the map's outputs computed: a 7x7 map's tiles
+    cover 8x8 (1.31x), 9x9's 10x10 (1.23x), 13x13's 14x14 (1.16x), 5x28's 6x28 (1.2x, the
+    limit), 5x5's 6x6 (1.44x)."""
+    monkeypatch.setattr(convolution, "WINOGRAD_MAX_OVERHANG", OVERHANG)
+    layer = run(CP.DEFAULT, (8, 16) + hw, 16, numpy.float32)[0]
+    assert layer.winograd == taken
 
 
 def test_compiled_kernels_off_runs_im2col(monkeypatch):

@@ -13,6 +13,10 @@ from ._base_conv import COL_CHUNK_ELEMENTS, BaseConvolutionLayer, prod
 
 WINOGRAD_MIN_CHANNELS = 16  # per group, in and out: narrower GEMMs run too far below peak
 WINOGRAD_MIN_TILES = 64     # per chunk: fewer leave the filters' transform the larger cost
+WINOGRAD_MAX_OVERHANG = 1.2  # outputs the 2x2 tiles cover over the map's at most: 7x7 maps
+                             # (1.31, 8x8 covered) ran at 0.75-0.86x im2col's speed (GoogLeNet's
+                             # inception_5a/5b, fwd+bwd, 2-core Xeon), 13x13 (1.16) at 1.09-1.21x
+                             # (CaffeNet's conv3-5), exact 14x14 to 56x56 at 0.98-1.46x
 DOWN_MAX_MACS = 1 << 24     # multiply-adds of one image's input gradient (a group's) at most for
                             # it to run image by image (conv_jit) where the rest stays batched:
                             # LeNet's conv2 (1.6M) 2.75 -> 2.53 ms, CIFAR-10's conv2 (6.6M) 20.7 ->
@@ -39,10 +43,11 @@ class ConvolutionLayer(BaseConvolutionLayer):
 
     def _choose_algorithm(self):
         """im2col's choice, or Winograd's F(2x2, 3x3) for a 3x3, stride-1, undilated layer
-        with ``engine: DEFAULT`` whose GEMMs are wide enough (kernels/winograd.py: 2.25x fewer
-        multiplies, float32 rounding instead of im2col's; ``engine: CAFFE`` keeps Caffe's
-        arithmetic). Its input gradient is the same algorithm on dy (pad 2 - pad, the filters
-        turned), its weight gradient the same tiles' sums differentiated by the filter."""
+        with ``engine: DEFAULT`` whose GEMMs are wide enough and whose tiles do not overhang
+        the map by much (kernels/winograd.py: 2.25x fewer multiplies, float32 rounding instead
+        of im2col's; ``engine: CAFFE`` keeps Caffe's arithmetic). Its input gradient is the
+        same algorithm on dy (pad 2 - pad, the filters turned), its weight gradient the same
+        tiles' sums differentiated by the filter."""
         super()._choose_algorithm()
         self._tiles_cached = False
         p, g = self.layer_param.convolution_param, self.group
@@ -51,7 +56,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
             jit.INSTALLED and p.engine == p.DEFAULT and self.num_spatial == 2
             and self.kernel == [3, 3] and self.stride == [1, 1] and self.dilation == [1, 1]
             and max(self.pad) <= 2 and min(self.channels, self.num_output) // g
-            >= WINOGRAD_MIN_CHANNELS and self.num * tiles >= WINOGRAD_MIN_TILES)
+            >= WINOGRAD_MIN_CHANNELS and self.num * tiles >= WINOGRAD_MIN_TILES
+            and 4 * tiles <= WINOGRAD_MAX_OVERHANG * prod(self.out_shape))
         if self.winograd:
             per_item = 16 * max(self.channels, self.num_output) * tiles
             self.chunk = max(1, min(self.chunk, COL_CHUNK_ELEMENTS // per_item))
