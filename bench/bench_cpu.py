@@ -178,20 +178,28 @@ def torch_twin(net, device="cpu"):
     PP = caffe_pb2.PoolingParameter
     params, steps = [], []
 
-    def weight(blob):
-        t = torch.randn(*blob.shape, device=device) * 0.01
+    def weight(blob, fill=None):
+        """A parameter of ``blob``'s shape: He's normal filler (std sqrt(2 / fan-in)), or the
+        constant ``fill``. Scaled so that no activation of a deep net decays into subnormal
+        numbers, which the CPU computes on many times slower (ResNet-50's pass took 1.0-1.3 s
+        against about 0.25 s with every weight N(0, 0.01), its 53 Scale layers included)."""
+        if fill is None:
+            fan_in = blob.count // blob.shape[0]
+            t = torch.randn(*blob.shape, device=device) * (2.0 / fan_in) ** 0.5
+        else:
+            t = torch.full(blob.shape, float(fill), device=device)
         t.requires_grad_(True)
         params.append(t)
         return t
 
     def conv(layer, lp):
         w = weight(layer.blobs[0])
-        b = weight(layer.blobs[1]) if layer.bias_term else None
+        b = weight(layer.blobs[1], 0) if layer.bias_term else None
         return lambda x: F.conv2d(x, w, b, layer.stride, layer.pad, layer.dilation, layer.group)
 
     def ip(layer, lp):
         w = weight(layer.blobs[0])
-        b = weight(layer.blobs[1]) if layer.bias_term else None
+        b = weight(layer.blobs[1], 0) if layer.bias_term else None
         return lambda x: F.linear(x.flatten(1), w, b)
 
     def pool(layer, lp):
@@ -211,8 +219,8 @@ def torch_twin(net, device="cpu"):
 
     def scale(layer, lp):
         c = layer.blobs[0].shape[0]
-        w = weight(layer.blobs[0]).view(1, c, 1, 1)
-        b = weight(layer.blobs[1]).view(1, c, 1, 1) if len(layer.blobs) > 1 else 0
+        w = weight(layer.blobs[0], 1).view(1, c, 1, 1)
+        b = weight(layer.blobs[1], 0).view(1, c, 1, 1) if len(layer.blobs) > 1 else 0
         return lambda x: x * w + b
 
     make = {
