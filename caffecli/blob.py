@@ -232,14 +232,19 @@ class Blob:
         flat = mem.overwrite_cpu_data() if mem.size == self._count else mem.mutable_cpu_data()
         return flat[:self._count].reshape(self._shape)
 
-    def clear_diff(self, side):
-        """Zero the diff on ``side`` (Caffe's ClearParamDiffs): on the host lazily, so that a
-        layer writing its whole gradient (``claim_cleared_diff``) replaces the zeros' pass."""
+    def clear_diff_lazily(self):
+        """Zero the host diff when it is next used (Net.clear_param_diffs(lazy=True)), so
+        that a layer writing its whole gradient (``claim_cleared_diff``) replaces the zeros'
+        pass; at once where the memory holds more values than the blob shows."""
         mem = self._diff_mem
-        if side == CPU and mem.size == self._count:
+        if mem.size == self._count:
             mem.clear_cpu_data()
         elif self._count:
-            self._shaped("diff", side, True)[...] = 0
+            self._shaped("diff", CPU, True)[...] = 0
+
+    def settle_diff(self):
+        """Write the zeros of a lazy clear not claimed yet."""
+        self._diff_mem.settle()
 
     def claim_cleared_diff(self):
         """True, once, where the host diff was cleared and not yet used since: the caller then

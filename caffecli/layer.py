@@ -70,6 +70,9 @@ class Layer:
     hands_blobs = False  # the hooks get the Blobs themselves (pycaffe's Python layers)
     skip_init_line = None  # the glog line a layer with learned blobs says when it has them
     net_log = False      # its net logs its construction (inner nets a layer builds log too)
+    # parameter blobs whose whole gradient the backward writes where a solver's clear is
+    # pending (Blob.claim_cleared_diff): those the solver may clear lazily on the host
+    claims_cleared_diffs = ()
     # set by the net: a later layer writes in place into storage a bottom shares, so the
     # bottom's data at backward time is not what the forward pass read
     bottom_rewritten = False

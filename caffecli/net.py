@@ -7,6 +7,7 @@ import collections
 import numpy
 
 from . import context, fusion, glog, replay
+from .context import CPU
 from .blob import Blob, shape_string
 from .errors import CaffeError
 
@@ -176,11 +177,38 @@ class Net:
         for rec in self.records:
             rec.layer.Reshape(rec.bottoms, rec.tops)
 
-    def clear_param_diffs(self):
-        """Zero every learnable diff on the mode's side (Caffe's ClearParamDiffs)."""
+    def clear_param_diffs(self, lazy=False):
+        """Zero every learnable diff on the mode's side (Caffe's ClearParamDiffs). ``lazy``, a
+        solver's clear before its passes: on the host, the diffs that only layers writing
+        their whole gradient use (``Layer.claims_cleared_diffs``: CaffeNet's fc6 and fc7,
+        151 and 67 MB) wait for those layers to write their gradient in place of the zeros;
+        ``settle_param_diffs`` after the passes zeroes those no layer wrote."""
         side = context.mode()
-        for p in self.learnable_params:
-            p.clear_diff(side)
+        lazy_ids = self._lazy_clear_ids() if lazy and side == CPU else ()
+        for i, p in enumerate(self.learnable_params):
+            if i in lazy_ids:
+                p.clear_diff_lazily()
+            else:
+                p.at(side).diff[...] = 0
+
+    def settle_param_diffs(self):
+        """Write the zeros of a lazy clear that no layer claimed (a frozen layer's): from here
+        on every diff holds its values in memory, as after Caffe's ClearParamDiffs."""
+        for i in self._lazy_clear_ids():
+            self.learnable_params[i].settle_diff()
+
+    def _lazy_clear_ids(self):
+        """The learnables each of whose layers (a shared one's too) writes its whole gradient
+        where a clear is pending."""
+        found = self.__dict__.get("_lazy_ids")
+        if found is None:
+            claims = {}
+            for p in self.param_records:
+                layer = self.records[p.layer_id].layer
+                claims.setdefault(p.learnable_id, []).append(
+                    p.index in type(layer).claims_cleared_diffs)
+            found = self._lazy_ids = frozenset(i for i, c in claims.items() if all(c))
+        return found
 
     def update(self):
         for p in self.learnable_params:

@@ -5,7 +5,7 @@ device, or both synced); ``cpu_data``/``gpu_data`` copy only when the other side
 ``mutable_*`` move the head to the side that will be written. New memory reads as zeros, or as
 what a pending initializer (a filler) writes when it is first read; ``overwrite_cpu_data`` is for
 a writer of every value (loading weights), which neither initializes nor copies first.
-``clear_cpu_data`` zeroes the host copy lazily (ClearParamDiffs at every iteration): the zeros are
+``clear_cpu_data`` zeroes the host copy lazily (a solver's ClearParamDiffs): the zeros are
 written when the values are next used, unless a writer of every value claims the clear first.
 """
 import threading
@@ -104,6 +104,11 @@ class SyncedMemory:
         written before it."""
         claimed, self.cleared = self.cleared, False
         return claimed
+
+    def settle(self):
+        """Write a pending clear's zeros now."""
+        if self.cleared:
+            self.to_cpu()
 
     def gpu_data(self):
         self.to_gpu()

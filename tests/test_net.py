@@ -315,40 +315,78 @@ def test_a_dropped_net_frees_its_blobs_without_the_cyclic_collector():
         gc.enable()
 
 
-def test_cleared_diffs_are_written_by_the_first_gradient_and_added_to_by_the_rest(
-        monkeypatch):
-    """ClearParamDiffs then backward gives the gradient itself, however the clear is done (on
-    the host the first inner product writes its product where the zeros would be); a weight
-    shared by two layers gets both terms, and a second backward without a clear adds again."""
-    text = ('name: "t"\n'
-            'layer { name: "in" type: "Input" top: "x" input_param { shape { dim: 2 dim: 3 } } }\n'
-            'layer { name: "a" type: "InnerProduct" bottom: "x" top: "ya" param { name: "w" }\n'
-            '        inner_product_param { num_output: 3 bias_term: false\n'
-            '                              weight_filler { type: "gaussian" std: 1 } } }\n'
-            'layer { name: "b" type: "InnerProduct" bottom: "ya" top: "yb" param { name: "w" }\n'
-            '        inner_product_param { num_output: 3 bias_term: false } }\n'
-            'layer { name: "l" type: "TestHalfSumSqLoss" bottom: "yb" top: "l" }\n')
-    net = net_from(text)
+SHARED_IPS = ('name: "t"\n'
+              'layer { name: "in" type: "Input" top: "x"\n'
+              '        input_param { shape { dim: 2 dim: 3 } } }\n'
+              'layer { name: "a" type: "InnerProduct" bottom: "x" top: "ya" param { name: "w" }\n'
+              '        inner_product_param { num_output: 3 bias_term: false\n'
+              '                              weight_filler { type: "gaussian" std: 1 } } }\n'
+              'layer { name: "b" type: "InnerProduct" bottom: "ya" top: "yb" param { name: "w" }\n'
+              '        inner_product_param { num_output: 3 bias_term: false } }\n'
+              'layer { name: "f" type: "InnerProduct" bottom: "yb" top: "yf" param { lr_mult: 0 }\n'
+              '        inner_product_param { num_output: 3 bias_term: false } }\n'
+              'layer { name: "l" type: "TestHalfSumSqLoss" bottom: "yf" top: "l" }\n')
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_cleared_diffs_hold_the_gradient_however_the_clear_is_done(monkeypatch, lazy):
+    """ClearParamDiffs then backward gives the gradient itself, eager or as a solver clears
+    (lazily on the host, the first inner product writing its product where the zeros would
+    be); a weight shared by two layers gets both terms, a second backward adds again, and a
+    frozen layer's diff (lr_mult 0: no gradient) holds zeros once the clear is settled, read
+    through an array taken before the clear too."""
+    net = net_from(SHARED_IPS)
     x = numpy.arange(6, dtype=numpy.float64).reshape(2, 3) / 5 - 0.4
     net.blob_by_name("x").data[...] = x
-    w = net.params["a"][0]
-    wd = numpy.asarray(w.data, numpy.float64)
+    w, frozen = net.params["a"][0], net.params["f"][0]
+    wd, wf = (numpy.asarray(b.data, numpy.float64) for b in (w, frozen))
     ya = x @ wd.T
     yb = ya @ wd.T
-    want = yb.T @ ya + (yb @ wd).T @ x   # layer b's term, then layer a's
-    w.diff[...] = 100.0                  # stale values the clear must hide
+    dyb = (yb @ wf.T) @ wf
+    want = dyb.T @ ya + (dyb @ wd).T @ x   # layer b's term, then layer a's
+    w.diff[...] = 100.0                    # stale values the clear must hide
+    frozen.diff[...] = 100.0
+    held = frozen.diff                     # a view taken before the clear
     net.forward_pass()
-    net.clear_param_diffs()
-    mem = w.memories()[1]
+    net.clear_param_diffs(lazy=lazy)
     claims = []
     monkeypatch.setattr(SyncedMemory, "claim_clear",
                         lambda m, claim=SyncedMemory.claim_clear: claims.append(claim(m))
                         or claims[-1])
     net.backward_pass()
+    net.settle_param_diffs()
+    host = context.mode() == CPU
+    assert (held == 0).all() or not host   # (in GPU mode the host copy is stale, as Caffe's)
+    assert (frozen.diff == 0).all()
     numpy.testing.assert_allclose(w.diff, want, rtol=1e-5, atol=1e-6)
-    if context.mode() == CPU:   # the host's clear wrote no zeros: layer b's product took them
-        assert claims == [True, False] and not mem.cleared
+    # on the host's lazy clear no zeros were written for w: layer b's product took them; an
+    # eager clear leaves nothing to claim
+    assert claims == ([True, False] if lazy and host else [False, False] if host else [])
     net.backward_pass()
     numpy.testing.assert_allclose(w.diff, 2 * want, rtol=1e-5, atol=1e-6)
-    net.clear_param_diffs()
+    net.clear_param_diffs(lazy=lazy)
     assert (w.diff == 0).all()
+
+
+def test_a_solver_clears_lazily_only_what_its_layers_write_whole():
+    """Inner products' weights, every layer sharing one an inner product; not their biases,
+    other layers' parameters, or a weight an inner product shares with a convolution."""
+    frozen = '"yf" param { lr_mult: 0 }\n        inner_product_param { num_output: 3'
+    text = (SHARED_IPS.replace(frozen + " bias_term: false", frozen)   # f gets a bias
+            + 'layer { name: "in4" type: "Input" top: "x4" '
+              'input_param { shape { dim: 1 dim: 1 dim: 1 dim: 1 } } }\n'
+              'layer { name: "c" type: "Convolution" bottom: "x4" top: "yc" '
+              'param { name: "k" share_mode: PERMISSIVE }\n'
+              '        convolution_param { num_output: 1 kernel_size: 1 bias_term: false } }\n'
+              'layer { name: "d" type: "InnerProduct" bottom: "yc" top: "yd" '
+              'param { name: "k" share_mode: PERMISSIVE }\n'
+              '        inner_product_param { num_output: 1 bias_term: false } }\n')
+    net = net_from(text)
+    assert len(net.params["f"]) == 2
+    ids = {id(p): i for i, p in enumerate(net.learnable_params)}
+    lazy = set()
+    for name in ("a", "f", "c"):
+        for j, blob in enumerate(net.params[name]):
+            if ids.get(id(getattr(blob, "blob", blob))) in net._lazy_clear_ids():
+                lazy.add("%s/%d" % (name, j))
+    assert lazy == {"a/0", "f/0"}

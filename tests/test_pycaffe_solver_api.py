@@ -71,6 +71,29 @@ def test_add_callback_with_two_callables(tmp_path):
     assert calls[1][3]
 
 
+def test_gradients_ready_shows_each_diff_in_arrays_held_from_before(tmp_path):
+    """Arrays taken from ``.diff`` before a step (pycaffe's views of the blobs' memory) show
+    the gradients in on_gradients_ready: a frozen layer's zeros (lr_mult 0, no gradient: the
+    solver's lazy clear of an inner product's weights is settled after the passes), a
+    learned layer's gradient."""
+    net = tmp_path / "frozen.prototxt"
+    net.write_text((NET % {"batch": 8}).replace(
+        'top: "y"\n  inner_product_param', 'top: "y"\n  param { lr_mult: 0 }\n  '
+        'inner_product_param'))
+    path = tmp_path / "frozen_solver.prototxt"
+    path.write_text(SOLVER % {"net": net, "seed": 3, "layer_wise": "true"})
+    solver = caffe.SGDSolver(str(path))
+    feed(solver)
+    frozen, learned = (solver.net.params[n][0].diff for n in ("ip2", "ip1"))
+    seen = []
+    solver.add_callback(lambda: None, lambda: seen.append((frozen.copy(), learned.copy())))
+    solver.step(1)
+    frozen[...] = 7.0           # stale values the next step's clear must hide
+    solver.step(1)
+    assert not seen[0][0].any() and not seen[1][0].any()
+    assert seen[0][1].any() and seen[1][1].any()
+
+
 def test_add_callback_takes_an_object_and_refuses_other_shapes(tmp_path):
     solver = caffe.SGDSolver(solver_file(tmp_path))
     feed(solver)

@@ -22,6 +22,7 @@ BY_OUTPUT_RATIO = 4
 @register_layer("InnerProduct")
 class InnerProductLayer(Layer):
     skip_init_line = "inner_product.skipping_init"
+    claims_cleared_diffs = (0,)
     exact_num_bottom_blobs = 1
     exact_num_top_blobs = 1
 
@@ -83,7 +84,8 @@ class InnerProductLayer(Layer):
         x = bottom[0].data.reshape(self.M, self.K)
         if self.param_propagate_down[0]:
             a, b = (x.T, dy) if self.transpose else (dy.T, x)
-            # just after ClearParamDiffs the product is written, not added: no zeros' pass
+            # just after a solver's ClearParamDiffs the product is written, not added: no
+            # zeros' pass
             fresh = self.weights[0].claim_cleared_diff()
             gemm(self.xp, a, b, self.weights[0].diff, accumulate=not fresh)
         if self.bias_term and self.param_propagate_down[1]:

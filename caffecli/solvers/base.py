@@ -177,9 +177,10 @@ class Solver:
             if graphed is not None:
                 loss += f32(float(graphed))
             else:
-                self.net.clear_param_diffs()
+                self.net.clear_param_diffs(lazy=True)
                 for _ in range(max(param.iter_size, 1)):
                     loss += f32(float(self.net.forward_backward()))
+                self.net.settle_param_diffs()
             loss /= f32(max(param.iter_size, 1))
             self._update_smoothed_loss(loss, start_iter, average_loss)
             if not warned_nonfinite and not math.isfinite(float(loss)):
