@@ -17,8 +17,8 @@ import importlib
 import importlib.util
 
 from . import backend, glog
-from .util import environ
 from .proto import caffe_pb2
+from .util import environ
 
 CAFFE, CUDNN = "CAFFE", "CUDNN"
 CUDNN_LRN_MAX_N = 16     # cuDNN's largest cross-channel LRN window

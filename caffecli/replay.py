@@ -17,7 +17,6 @@ current on the device; the loss terms come back in one copy. A net whose layers 
 captured (a host-side layer after the data, a layer that reads device values on the host, a
 debug hook) runs eagerly, saying why in one INFO line.
 """
-
 from . import backend, context, glog, syncedmem
 from .util import environ
 
