@@ -14,12 +14,14 @@ _decode = getattr(os.environ, "decodevalue", None)
 _keys = {}
 
 
-def get(name, default=None):
+def _get(name, default=None):
     """os.environ.get(name, default), the same value at a fraction of its cost."""
-    if _values is None or _encode is None or _decode is None:
-        return os.environ.get(name, default)
     key = _keys.get(name)
     if key is None:
         key = _keys[name] = _encode(name)
     raw = _values.get(key)
     return default if raw is None else _decode(raw)
+
+
+# decided once: CPython's mapping where it has one, else os.environ's own reader
+get = _get if None not in (_values, _encode, _decode) else os.environ.get
