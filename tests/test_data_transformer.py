@@ -107,3 +107,30 @@ def test_uint8_input_and_float64_output():
     out = DataTransformer(tp("scale: 0.1 mean_value: 100")).transform(u8, numpy.float64)
     assert out.dtype == numpy.float64
     numpy.testing.assert_allclose(out, 10.0)
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_train_crops_mirrors_and_mean_file_follow_caffes_indexing(tmp_path, dtype):
+    """Each value as Caffe's Transform loop computes it: the pixel and the mean at the source
+    position (h_off + h, w_off + w), written to column ow - 1 - w when the item is mirrored."""
+    rs = numpy.random.RandomState(2)
+    mean = (rs.rand(2, 5, 6) * 50).astype(numpy.float32)
+    param = 'mean_file: "%s" crop_size: 3 mirror: true scale: 0.7' % _mean_file(tmp_path, mean)
+    batch = rs.randint(0, 256, (16, 2, 5, 6)).astype(numpy.uint8)
+    caffecli.set_random_seed(5)
+    out = DataTransformer(tp(param), caffe_pb2.TRAIN).transform(batch, dtype)
+    caffecli.set_random_seed(5)
+    words = DataTransformer(tp(param), caffe_pb2.TRAIN)._draws(16, True)
+    want = numpy.empty((16, 2, 3, 3), dtype)
+    scale = dtype(numpy.float32(0.7))   # a float field of the parameter, as in Caffe
+    for i, (coin, hw, ww) in enumerate(words):
+        h_off, w_off = hw % 3, ww % 4
+        for c in range(2):
+            for h in range(3):
+                for w in range(3):
+                    value = dtype(batch[i, c, h_off + h, w_off + w]) - dtype(
+                        mean[c, h_off + h, w_off + w])
+                    want[i, c, h, 2 - w if coin % 2 else w] = value * scale
+    assert len({(int(a % 2), int(b % 3), int(c % 4)) for a, b, c in words}) > 4
+    numpy.testing.assert_array_equal(out, want)
+    assert out.dtype == dtype

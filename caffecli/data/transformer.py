@@ -113,21 +113,45 @@ class DataTransformer:
         else:
             h_off = numpy.full(n, (h - oh) // 2)
             w_off = numpy.full(n, (w - ow) // 2)
-        rows = h_off[:, None] + numpy.arange(oh)[None, :]                  # (n, oh)
-        cols = w_off[:, None] + numpy.arange(ow)[None, :]                  # (n, ow)
-        cols = numpy.where(do_mirror[:, None], cols[:, ::-1], cols)
-        ni = numpy.arange(n)[:, None, None, None]
-        ci = numpy.arange(c)[None, :, None, None]
-        ri = rows[:, None, :, None]
-        wi = cols[:, None, None, :]
-        pixels = batch[ni, ci, ri, wi].astype(dtype)
         scale = numpy.asarray(self.scale, dtype=dtype)
+        mean = self._mean_in(dtype, c)
+        out = numpy.empty((n, oc, oh, ow), dtype)
+        if n and not do_mirror.any() and (h_off == h_off[0]).all() and (w_off == w_off[0]).all():
+            window = (slice(None), slice(h_off[0], h_off[0] + oh), slice(w_off[0], w_off[0] + ow))
+            _scaled(batch[(slice(None),) + window], _window(mean, window, False), scale, out)
+            return out
+        for i in range(n):   # each item its own crop and mirror: views, not a gathered index
+            window = (slice(None), slice(h_off[i], h_off[i] + oh), slice(w_off[i], w_off[i] + ow))
+            pixels = batch[i][window]
+            _scaled(pixels[..., ::-1] if do_mirror[i] else pixels,
+                    _window(mean, window, do_mirror[i]), scale, out[i])
+        return out
+
+    def _mean_in(self, dtype, channels):
+        """What each value loses before scaling, in ``dtype``: the mean file's CxHxW image,
+        the mean values as (C, 1, 1), or None."""
         if self.mean is not None:
-            mean = self.mean.astype(dtype)[ci[0], ri, wi]
-            return (pixels - mean) * scale
+            return self.mean.astype(dtype, copy=False)
         if self.mean_values:
             values = numpy.asarray(self.mean_values, dtype=dtype)
             if values.size == 1:
-                values = numpy.repeat(values, c)
-            return (pixels - values[None, :, None, None]) * scale
-        return pixels * scale
+                values = numpy.repeat(values, channels)
+            return values[:, None, None]
+        return None
+
+
+def _window(mean, window, mirror):
+    """The mean's values under an item's crop, mirrored with it (Caffe subtracts the mean at
+    the pixel's source position), or the per-channel values, or None."""
+    if mean is None or mean.shape[1:] == (1, 1):
+        return mean
+    return mean[window][..., ::-1] if mirror else mean[window]
+
+
+def _scaled(pixels, mean, scale, out):
+    """out = (pixels - mean) * scale, each operand first in out's dtype (Caffe's order)."""
+    if mean is None:
+        numpy.multiply(pixels, scale, out=out, dtype=out.dtype)
+        return
+    numpy.subtract(pixels, mean, out=out, dtype=out.dtype)
+    numpy.multiply(out, scale, out=out)
