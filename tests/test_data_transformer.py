@@ -109,13 +109,24 @@ def test_uint8_input_and_float64_output():
     numpy.testing.assert_allclose(out, 10.0)
 
 
+@pytest.mark.parametrize("jit", ["1", "0"])   # the compiled pass and numpy's reference
+@pytest.mark.parametrize("mean_kind", ["file", "values", "none"])
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-def test_train_crops_mirrors_and_mean_file_follow_caffes_indexing(tmp_path, dtype):
+def test_train_crops_mirrors_and_means_follow_caffes_indexing(tmp_path, monkeypatch, dtype,
+                                                              mean_kind, jit):
     """Each value as Caffe's Transform loop computes it: the pixel and the mean at the source
     position (h_off + h, w_off + w), written to column ow - 1 - w when the item is mirrored."""
+    monkeypatch.setenv("CAFFECLI_JIT", jit)
     rs = numpy.random.RandomState(2)
     mean = (rs.rand(2, 5, 6) * 50).astype(numpy.float32)
-    param = 'mean_file: "%s" crop_size: 3 mirror: true scale: 0.7' % _mean_file(tmp_path, mean)
+    param = "crop_size: 3 mirror: true scale: 0.7 " + {
+        "file": 'mean_file: "%s"' % _mean_file(tmp_path, mean),
+        "values": "mean_value: 20.5 mean_value: 7.25", "none": ""}[mean_kind]
+    if mean_kind == "values":
+        mean = numpy.empty((2, 5, 6), numpy.float32)
+        mean[0], mean[1] = 20.5, 7.25
+    elif mean_kind == "none":
+        mean = None
     batch = rs.randint(0, 256, (16, 2, 5, 6)).astype(numpy.uint8)
     caffecli.set_random_seed(5)
     out = DataTransformer(tp(param), caffe_pb2.TRAIN).transform(batch, dtype)
@@ -128,8 +139,9 @@ def test_train_crops_mirrors_and_mean_file_follow_caffes_indexing(tmp_path, dtyp
         for c in range(2):
             for h in range(3):
                 for w in range(3):
-                    value = dtype(batch[i, c, h_off + h, w_off + w]) - dtype(
-                        mean[c, h_off + h, w_off + w])
+                    value = dtype(batch[i, c, h_off + h, w_off + w])
+                    if mean is not None:
+                        value = value - dtype(mean[c, h_off + h, w_off + w])
                     want[i, c, h, 2 - w if coin % 2 else w] = value * scale
     assert len({(int(a % 2), int(b % 3), int(c % 4)) for a, b, c in words}) > 4
     numpy.testing.assert_array_equal(out, want)

@@ -10,6 +10,7 @@ import numpy
 from .. import context, glog
 from ..blob import Blob
 from ..errors import CaffeError
+from ..kernels import jit, transform_jit
 from ..proto import caffe_pb2
 from ..proto.io import read_blob_proto
 
@@ -116,6 +117,12 @@ class DataTransformer:
         scale = numpy.asarray(self.scale, dtype=dtype)
         mean = self._mean_in(dtype, c)
         out = numpy.empty((n, oc, oh, ow), dtype)
+        if jit.usable(out, *(() if mean is None else (mean,))) and batch.dtype.kind in "uif":
+            kind = (transform_jit.NO_MEAN if mean is None else transform_jit.CHANNEL_MEAN
+                    if self.mean is None else transform_jit.PIXEL_MEAN)
+            return transform_jit.transform(
+                batch, h_off.astype(numpy.int64), w_off.astype(numpy.int64), do_mirror,
+                numpy.zeros((1, 1, 1), dtype) if mean is None else mean, kind, scale[()], out)
         if n and not do_mirror.any() and (h_off == h_off[0]).all() and (w_off == w_off[0]).all():
             window = (slice(None), slice(h_off[0], h_off[0] + oh), slice(w_off[0], w_off[0] + ow))
             _scaled(batch[(slice(None),) + window], _window(mean, window, False), scale, out)
