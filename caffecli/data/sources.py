@@ -14,7 +14,7 @@ from .. import context
 from ..errors import CaffeError
 from . import datum as datum_mod
 from . import db as db_mod
-from . import image_io
+from . import image_io, workers
 
 
 def transform_items(transformer, items, dtype, names):
@@ -82,8 +82,12 @@ class DBSource(Dealt):
         """The decoded CxHxW array and label at the cursor; ``transforming``: for a batch,
         where Caffe's Transform says, for each raw record, that force_color/force_gray apply
         to encoded ones only."""
-        name = self._name()
-        d = datum_mod.parse(self.cursor.value(), name)
+        return self._decode((self.cursor.value(), self._name()), transforming)
+
+    def _decode(self, record, transforming=False):
+        """(CxHxW array, label, name) of a (serialized Datum, name) record."""
+        value, name = record
+        d = datum_mod.parse(value, name)
         if transforming and not d.encoded and any(self.force):
             glog.error("data_transformer.force_raw",
                        "force_color and force_gray only for encoded datum")
@@ -95,14 +99,14 @@ class DBSource(Dealt):
         return (1,) + tuple(self.transformer.infer_shape(arr.shape))
 
     def next_batch(self):
-        items, labels, names = [], [], []
+        """The next batch: its records read in order, then decoded on the data threads."""
+        records = []
         for _ in range(self.batch_size):
-            arr, label, name = self.current(transforming=True)
-            items.append(arr)
-            labels.append(label)
-            names.append(name)
+            records.append((self.cursor.value(), self._name()))
             self._next()
             self._skip_others()
+        items, labels, names = zip(*workers.map_items(
+            lambda record: self._decode(record, transforming=True), records))
         tops = [transform_items(self.transformer, items, self.dtype, names)]
         if self.labels:
             tops.append(numpy.asarray(labels, dtype=self.dtype))
@@ -120,6 +124,14 @@ class DBSource(Dealt):
 
     def close(self):
         self.cursor.close()
+
+
+def _attempt(fn, arg):
+    """fn(arg), or the CaffeError it raised (for the caller to report in order)."""
+    try:
+        return fn(arg)
+    except CaffeError as exc:
+        return exc
 
 
 _ATOI = re.compile(r"^\s*([+-]?\d+)")
@@ -178,29 +190,41 @@ class ImageListSource(Dealt):
         self._skip_others()
 
     def image(self, index):
+        """(CxHxW array, label, path) of list entry ``index``, read and resized."""
         path, label = self.lines[self.order[index]]
         try:
-            img = image_io.read_image(self.root + path, self.size[0], self.size[1],
-                                      self.is_color)
+            return self._read(path), label, self.root + path
         except CaffeError:   # Caffe's ReadImageToCVMat says so before the layer gives up
-            glog.error("io.cannot_open_image", "Could not open or find file " + self.root + path)
+            self._cannot_open(path)
             raise
-        return image_io.to_chw(img), label, self.root + path
+
+    def _read(self, path):
+        return image_io.to_chw(image_io.read_image(self.root + path, self.size[0],
+                                                   self.size[1], self.is_color))
+
+    def _cannot_open(self, path):
+        glog.error("io.cannot_open_image", "Could not open or find file " + self.root + path)
 
     def first_shape(self):
         arr = self.image(self.pos)[0]
         return (1,) + tuple(self.transformer.infer_shape(arr.shape))
 
     def next_batch(self):
-        items, labels, names = [], [], []
+        """The next batch: its entries taken in order, then read on the data threads (an
+        unreadable file is logged and raised as the first in the list's order)."""
+        entries = []
         for _ in range(self.batch_size):
-            arr, label, name = self.image(self.pos)
-            items.append(arr)
-            labels.append(label)
-            names.append(name)
+            entries.append(self.lines[self.order[self.pos]])
             self._next()
             self._skip_others()
-        data = transform_items(self.transformer, items, self.dtype, names)
+        read = workers.map_items(lambda entry: _attempt(self._read, entry[0]), entries)
+        for (path, _), item in zip(entries, read):
+            if isinstance(item, CaffeError):
+                self._cannot_open(path)
+                raise item
+        labels = [label for _, label in entries]
+        names = [self.root + path for path, _ in entries]
+        data = transform_items(self.transformer, read, self.dtype, names)
         return [data, numpy.asarray(labels, dtype=self.dtype)], self.get_state()
 
     def _next(self):

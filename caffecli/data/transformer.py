@@ -13,6 +13,7 @@ from ..errors import CaffeError
 from ..kernels import jit, transform_jit
 from ..proto import caffe_pb2
 from ..proto.io import read_blob_proto
+from . import workers
 
 
 def load_mean_file(path):
@@ -120,9 +121,12 @@ class DataTransformer:
         if jit.usable(out, *(() if mean is None else (mean,))) and batch.dtype.kind in "uif":
             kind = (transform_jit.NO_MEAN if mean is None else transform_jit.CHANNEL_MEAN
                     if self.mean is None else transform_jit.PIXEL_MEAN)
-            return transform_jit.transform(
-                batch, h_off.astype(numpy.int64), w_off.astype(numpy.int64), do_mirror,
-                numpy.zeros((1, 1, 1), dtype) if mean is None else mean, kind, scale[()], out)
+            h_off, w_off = h_off.astype(numpy.int64), w_off.astype(numpy.int64)
+            mean = numpy.zeros((1, 1, 1), dtype) if mean is None else mean
+            workers.each_run(n, lambda a, b: transform_jit.transform(
+                batch[a:b], h_off[a:b], w_off[a:b], do_mirror[a:b], mean, kind, scale[()],
+                out[a:b]))
+            return out
         if n and not do_mirror.any() and (h_off == h_off[0]).all() and (w_off == w_off[0]).all():
             window = (slice(None), slice(h_off[0], h_off[0] + oh), slice(w_off[0], w_off[0] + ow))
             _scaled(batch[(slice(None),) + window], _window(mean, window, False), scale, out)
