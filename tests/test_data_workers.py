@@ -147,3 +147,25 @@ def test_thread_count_follows_the_environment_and_the_cores(monkeypatch):
     monkeypatch.delenv("CAFFECLI_DATA_THREADS")
     monkeypatch.setenv("OMP_NUM_THREADS", "64")
     assert workers.count() == workers.MAX_DEFAULT
+
+
+def test_a_window_data_batch_is_the_same_for_any_thread_count(tmp_path, monkeypatch):
+    """The windows and mirror coins are drawn in Caffe's order before the crops are made."""
+    blocks = []
+    for i, img in enumerate(IMAGES[:3]):
+        write_png(str(tmp_path / ("%d.png" % i)), img)
+        blocks.append("# %d\n%s/%d.png\n3\n9\n11\n3\n1 0.9 2 1 9 7\n2 0.7 0 0 6 5\n"
+                      "0 0.1 4 3 10 8\n" % (i, tmp_path, i))
+    (tmp_path / "windows.txt").write_text("".join(blocks))
+
+    def make():
+        return data_net('name: "w" type: "WindowData" top: "data" top: "label" '
+                        'transform_param { crop_size: 6 mirror: true mean_value: 50 scale: 0.5 '
+                        '} window_data_param { source: "%s" batch_size: 8 fg_fraction: 0.5 '
+                        'context_pad: 1 }' % (tmp_path / "windows.txt"), caffe_pb2.TRAIN)
+    one = _batches(make, 1, monkeypatch, count=3)
+    three = _batches(make, 3, monkeypatch, count=3)
+    for (d1, l1), (d3, l3) in zip(one, three):
+        numpy.testing.assert_array_equal(d1, d3)
+        numpy.testing.assert_array_equal(l1, l3)
+    assert not numpy.array_equal(one[0][0], one[1][0])

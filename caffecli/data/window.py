@@ -8,7 +8,7 @@ import numpy
 
 from .. import context
 from ..errors import CaffeError
-from . import image_io
+from . import image_io, workers
 from .transformer import load_mean_file
 
 F32 = numpy.float32
@@ -147,6 +147,8 @@ class WindowSource:
         return (x1, y1, x2, y2), (size_h, size_w), (pad_h, pad_w)
 
     def next_batch(self):
+        """The next batch: its windows and mirror coins drawn in Caffe's order (background
+        first), then each window's crop made on the data threads."""
         if not self.fg or not self.bg:
             raise CaffeError("%s: need both foreground (%d) and background (%d) windows"
                              % (self.what, len(self.fg), len(self.bg)))
@@ -154,7 +156,7 @@ class WindowSource:
         out = numpy.zeros((self.batch_size, c, crop, crop), dtype=self.dtype)
         labels = numpy.zeros(self.batch_size, dtype=self.dtype)
         num_fg = int(F32(self.batch_size) * self.fg_fraction)
-        item = 0
+        drawn = []
         for pool, count in ((self.bg, self.batch_size - num_fg), (self.fg, num_fg)):
             for _ in range(count):
                 window = pool[self._rand() % len(pool)]
@@ -163,24 +165,31 @@ class WindowSource:
                 if not 0 <= index < len(self.images):
                     raise CaffeError("%s: window refers to image %d of %d"
                                      % (self.what, index, len(self.images)))
-                img = self._image(self.images[index][0])
-                (x1, y1, x2, y2), (sh, sw), (ph, pw) = self._geometry(
-                    *window[3:], img.shape[0], img.shape[1], do_mirror)
-                patch = image_io.resize(img[y1:y2 + 1, x1:x2 + 1], sh, sw)
-                if do_mirror:
-                    patch = patch[:, ::-1]
-                chw = image_io.to_chw(patch).astype(self.dtype)
-                if self.mean is not None:
-                    off = (self.mean.shape[2] - crop) // 2
-                    mean = self.mean[:c, off + ph:off + ph + sh, off + pw:off + pw + sw]
-                    chw = chw - mean.astype(self.dtype)
-                elif self.mean_values:
-                    mv = numpy.resize(numpy.asarray(self.mean_values, dtype=self.dtype), c)
-                    chw = chw - mv[:, None, None]
-                out[item, :, ph:ph + sh, pw:pw + sw] = chw * self.dtype.type(self.scale)
-                labels[item] = window[1]
-                item += 1
+                labels[len(drawn)] = window[1]
+                drawn.append((window, do_mirror))
+        workers.map_items(lambda item: self._crop(*drawn[item], out[item]),
+                          list(range(len(drawn))))
         return [out, labels], self.get_state()
+
+    def _crop(self, window, do_mirror, out):
+        """out (C, crop, crop) = ``window``'s context-padded crop of its image, warped to
+        the crop size, mirrored when asked, less the mean, scaled."""
+        c = self.channels
+        img = self._image(self.images[window[0]][0])
+        (x1, y1, x2, y2), (sh, sw), (ph, pw) = self._geometry(
+            *window[3:], img.shape[0], img.shape[1], do_mirror)
+        patch = image_io.resize(img[y1:y2 + 1, x1:x2 + 1], sh, sw)
+        if do_mirror:
+            patch = patch[:, ::-1]
+        chw = image_io.to_chw(patch).astype(self.dtype)
+        if self.mean is not None:
+            off = (self.mean.shape[2] - self.crop_size) // 2
+            mean = self.mean[:c, off + ph:off + ph + sh, off + pw:off + pw + sw]
+            chw = chw - mean.astype(self.dtype)
+        elif self.mean_values:
+            mv = numpy.resize(numpy.asarray(self.mean_values, dtype=self.dtype), c)
+            chw = chw - mv[:, None, None]
+        out[:, ph:ph + sh, pw:pw + sw] = chw * self.dtype.type(self.scale)
 
     def get_state(self):
         return {"rng": self.rng.state}
