@@ -169,3 +169,48 @@ def test_a_window_data_batch_is_the_same_for_any_thread_count(tmp_path, monkeypa
         numpy.testing.assert_array_equal(d1, d3)
         numpy.testing.assert_array_equal(l1, l3)
     assert not numpy.array_equal(one[0][0], one[1][0])
+
+
+def test_convert_imageset_writes_and_logs_the_same_for_any_thread_count(tmp_path, monkeypatch,
+                                                                         capsys):
+    """Blocks of images are read side by side, then written and logged in the list's order:
+    the records and the log lines (an image that cannot be read, a name without an extension)
+    are one thread's."""
+    import shutil
+    from caffecli import glog
+    from caffecli.data import db as db_mod
+    from caffecli.tools import convert_imageset
+    glog.set_stream(None)
+    names = ["%d.png" % i for i in range(10)]
+    names[3], names[7] = "gone.png", "noext"
+    _image_list(tmp_path, ["%d.png" % i for i in range(10)])
+    shutil.copy(str(tmp_path / "7.png"), str(tmp_path / "noext"))
+    # absolute names, no root folder: a name without an extension is then its own "format",
+    # which the file's bytes match (Caffe's matchExt), so its record keeps them
+    (tmp_path / "list.txt").write_text("".join("%s/%s %d\n" % (tmp_path, n, i)
+                                               for i, n in enumerate(names)))
+    monkeypatch.setattr(convert_imageset, "BLOCK", 4)   # several blocks, one partly failing
+    results = []
+    for threads in (1, 3):
+        monkeypatch.setenv("CAFFECLI_DATA_THREADS", str(threads))
+        out = str(tmp_path / ("db%d" % threads))
+        capsys.readouterr()
+        count = convert_imageset.run("", str(tmp_path / "list.txt"), out, encoded=True)
+        log = [line.split("]", 1)[1].replace(out, "OUT")
+               for line in capsys.readouterr().err.splitlines() if "]" in line]
+        results.append((count, log, list(db_mod.iterate(out, "lmdb"))))
+    (c1, log1, rows1), (c3, log3, rows3) = results
+    assert c1 == c3 == 9 and rows1 == rows3 and log1 == log3
+    assert [k.decode()[:8] for k, _ in rows1] == ["%08d" % i for i in range(10) if i != 3]
+    assert any("Could not open or find file %s/gone.png" % tmp_path in line for line in log1)
+    assert any("Failed to guess the encoding of '%s/noext'" % tmp_path in line for line in log1)
+
+
+def test_an_encoding_opencv_does_not_know_is_a_one_line_error(tmp_path):
+    """Caffe's tool aborts in cv::imencode; caffecli says which format it could not write."""
+    from caffecli.tools import convert_imageset
+    _image_list(tmp_path, ["0.png"])
+    with pytest.raises(CaffeError, match="could not encode image as noext"):
+        convert_imageset.run(str(tmp_path) + "/", str(tmp_path / "list.txt"),
+                             str(tmp_path / "db"), resize_height=4, resize_width=4,
+                             encode_type="noext")

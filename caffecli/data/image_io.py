@@ -66,7 +66,10 @@ def read_image(path, height=0, width=0, is_color=True):
 def encode(img, ext):
     """cv::imencode to ``ext`` ('png', 'jpg', ...); returns bytes."""
     cv2 = _cv2()
-    ok, buf = cv2.imencode("." + ext.lstrip("."), img)
+    try:
+        ok, buf = cv2.imencode("." + ext.lstrip("."), img)
+    except cv2.error:   # no encoder for that extension (Caffe's tool aborts there)
+        ok = False
     if not ok:
         raise CaffeError("could not encode image as %s" % ext)
     return buf.tobytes()

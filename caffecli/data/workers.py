@@ -21,12 +21,15 @@ _lock = threading.Lock()
 _pool = [None, None]   # the executor, and the process that made it (a forked child makes its own)
 
 
-def count():
+def count(every_core=False):
     """How many threads make a batch: CAFFECLI_DATA_THREADS when a positive number, else a
-    quarter of the cores, from 1 to MAX_DEFAULT."""
+    quarter of the cores, from 1 to MAX_DEFAULT; with ``every_core`` (a converter, which
+    shares the cores with nothing), else every core."""
     value = environ.get("CAFFECLI_DATA_THREADS", "").strip()
     if value.isdecimal() and int(value) > 0:
         return int(value)
+    if every_core:
+        return threads.num_threads()
     return max(1, min(MAX_DEFAULT, threads.num_threads() // 4))
 
 
@@ -47,11 +50,11 @@ def runs(n, parts):
     return [(n * p // parts, n * (p + 1) // parts) for p in range(parts)]
 
 
-def each_run(n, work):
-    """work(start, stop) over contiguous runs of range(n), side by side on the data threads
-    (the caller waits; with one thread or one item, it runs the whole range itself). The first
-    run's error, in item order, is raised."""
-    parts = count()
+def each_run(n, work, parts=None):
+    """work(start, stop) over contiguous runs of range(n), side by side on ``parts`` data
+    threads (``count()`` by default; the caller waits; with one thread or one item, it runs
+    the whole range itself). The first run's error, in item order, is raised."""
+    parts = count() if parts is None else parts
     if parts == 1 or n < 2:
         if n:
             work(0, n)
@@ -61,13 +64,13 @@ def each_run(n, work):
         f.result()
 
 
-def map_items(fn, items):
-    """[fn(x) for x in items], computed in contiguous runs on the data threads; the error of
-    the first item that fails, in order, is raised."""
+def map_items(fn, items, parts=None):
+    """[fn(x) for x in items], computed in contiguous runs on ``parts`` data threads (as
+    ``each_run``); the error of the first item that fails, in order, is raised."""
     out = [None] * len(items)
 
     def work(a, b):
         for i in range(a, b):
             out[i] = fn(items[i])
-    each_run(len(items), work)
+    each_run(len(items), work, parts)
     return out

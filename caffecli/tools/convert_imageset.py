@@ -2,6 +2,9 @@
 
 Keys are ``%08d_<path>``; images are decoded by OpenCV (BGR), optionally resized, and stored
 raw or re-encoded (``--encoded`` / ``--encode_type``), exactly as Caffe's ReadImageToDatum.
+Blocks of images are read on the data threads (data/workers.py: every core unless
+CAFFECLI_DATA_THREADS says otherwise), then written and logged in the list's order: the same
+database and log as one thread's.
 """
 
 import click
@@ -9,7 +12,7 @@ import click
 from .. import context, glog
 from ..data import datum as datum_mod
 from ..data import db as db_mod
-from ..data import image_io
+from ..data import image_io, workers
 from ..data.sources import read_image_list
 from ..errors import CaffeError
 from ..util.paths import as_path
@@ -17,10 +20,21 @@ from ..util.progress import progress
 from ._common import GflagsCommand, bool_flag
 
 
+BLOCK = 256  # images read side by side on the data threads, then written in the list's order
+
+
 def _match_ext(filename, enc):
     ext = filename.rsplit(".", 1)[-1].lower()
     enc = enc.lower()
     return ext == enc or (enc == "jpg" and ext == "jpeg")
+
+
+def _encoding(name, encoded, encode_type):
+    """The format a record is stored in: ``encode_type``, else with ``encoded`` the file's own
+    extension (the whole name where it has none, as Caffe's tool takes it), else raw ("")."""
+    if encode_type or not encoded:
+        return encode_type
+    return name.rsplit(".", 1)[-1].lower()
 
 
 def image_to_datum(path, label, height, width, is_color, encoding):
@@ -75,33 +89,38 @@ def run(root_folder, list_file, db_name, gray=False, shuffle=False, backend="lmd
         glog.info("convert_imageset.encode_type", "encode_type specified, assuming encoded=true.")
     resize_height, resize_width = max(0, resize_height), max(0, resize_width)
     count, data_size = 0, None
+    parts = workers.count(every_core=True)
+
+    def read(job):
+        (_, (name, label)), enc = job
+        return image_to_datum(root_folder + name, label, resize_height, resize_width, is_color,
+                              enc)
     with db_mod.new_database(db_name, backend) as writer, \
             progress(len(lines), "convert_imageset") as bar:
-        for line_id, (name, label) in enumerate(lines):
-            bar.update()
-            enc = encode_type
-            if encoded and not enc:
-                if "." not in name:
+        for start in range(0, len(lines), BLOCK):
+            block = list(enumerate(lines[start:start + BLOCK], start))
+            encodings = [_encoding(name, encoded, encode_type) for _, (name, _) in block]
+            datums = workers.map_items(read, list(zip(block, encodings)), parts)
+            for (line_id, (name, label)), datum in zip(block, datums):
+                bar.update()
+                if encoded and not encode_type and "." not in name:
                     glog.warning("convert_imageset.unknown_encoding",
                                  "Failed to guess the encoding of '%s'" % name)
-                enc = name.rsplit(".", 1)[-1].lower()
-            datum = image_to_datum(root_folder + name, label, resize_height, resize_width,
-                                   is_color, enc)
-            if datum is None:
-                glog.error("io.cannot_open_image",
-                           "Could not open or find file " + root_folder + name)
-                continue
-            if check_size:
-                if data_size is None:
-                    data_size = datum.channels * datum.height * datum.width
-                elif len(datum.data) != data_size:
-                    raise CaffeError("%s: incorrect data field size %d (the first image has %d)"
-                                     % (root_folder + name, len(datum.data), data_size))
-            writer.put("%08d_%s" % (line_id, name), datum.SerializeToString())
-            count += 1
-            if count % 1000 == 0:
-                writer.commit()
-                glog.info("convert_imageset.processed", "Processed %d files." % count)
+                if datum is None:
+                    glog.error("io.cannot_open_image",
+                               "Could not open or find file " + root_folder + name)
+                    continue
+                if check_size:
+                    if data_size is None:
+                        data_size = datum.channels * datum.height * datum.width
+                    elif len(datum.data) != data_size:
+                        raise CaffeError("%s: incorrect data field size %d (the first image has "
+                                         "%d)" % (root_folder + name, len(datum.data), data_size))
+                writer.put("%08d_%s" % (line_id, name), datum.SerializeToString())
+                count += 1
+                if count % 1000 == 0:
+                    writer.commit()
+                    glog.info("convert_imageset.processed", "Processed %d files." % count)
     if count % 1000:
         glog.info("convert_imageset.processed_all", "Processed %d files." % count)
     return count
