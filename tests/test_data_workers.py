@@ -214,3 +214,23 @@ def test_an_encoding_opencv_does_not_know_is_a_one_line_error(tmp_path):
         convert_imageset.run(str(tmp_path) + "/", str(tmp_path / "list.txt"),
                              str(tmp_path / "db"), resize_height=4, resize_width=4,
                              encode_type="noext")
+
+
+def test_compute_image_mean_is_the_same_for_any_thread_count(tmp_path, monkeypatch):
+    """Records decoded side by side, summed in key order: the same float32 mean bits."""
+    from caffecli.tools import compute_image_mean
+    path = _encoded_db(tmp_path)
+    monkeypatch.setattr(compute_image_mean, "BLOCK", 3)
+    means = []
+    for threads in (1, 3):
+        monkeypatch.setenv("CAFFECLI_DATA_THREADS", str(threads))
+        means.append(compute_image_mean.run(path))
+    numpy.testing.assert_array_equal(means[0], means[1])
+    want = numpy.zeros((3, 9, 11), numpy.float32)
+    for img in IMAGES:
+        want += img.transpose(2, 0, 1).astype(numpy.float32)
+    numpy.testing.assert_array_equal(means[0], want / numpy.float32(len(IMAGES)))
+    bad = write_datum_db(str(tmp_path / "bad"), [img.transpose(2, 0, 1) for img in IMAGES[:4]]
+                         + [numpy.zeros((3, 9, 10))])
+    with pytest.raises(CaffeError, match="00000004.*3x9x10"):
+        compute_image_mean.run(bad)

@@ -1,20 +1,28 @@
 """compute_image_mean: the mean image of a Datum database as a BlobProto (Caffe's tool).
 
 Sums in float32 record by record, as Caffe's BlobProto accumulation does, then divides by the
-count; prints the per-channel mean values.
+count; prints the per-channel mean values. Blocks of records are decoded on the data threads
+(data/workers.py: every core unless CAFFECLI_DATA_THREADS says otherwise) and summed in key
+order, so the mean is the same bits as one thread's.
 """
+import itertools
+
 import click
 import numpy
 
 from .. import glog
 from ..data import datum as datum_mod
 from ..data import db as db_mod
+from ..data import workers
 from ..errors import CaffeError
 from ..proto import caffe_pb2
 from ..proto.io import write_binary
 from ..util.paths import as_path
 from ..util.progress import progress
 from ._common import GflagsCommand
+
+
+BLOCK = 256  # records decoded side by side on the data threads, then summed in key order
 
 
 @click.command("compute_image_mean", cls=GflagsCommand,
@@ -28,31 +36,42 @@ def compute_image_mean(backend, input_db, output_file):
     run(input_db, output_file, backend)
 
 
+def _decode(input_db, key, value):
+    """(name, Datum, CxHxW array) of one record."""
+    name = "%s record %s" % (input_db, key.decode("utf-8", "replace"))
+    d = datum_mod.parse(value, name)
+    return name, d, datum_mod.to_array(d, what=name)
+
+
 def run(input_db, output_file=None, backend="lmdb"):
     """Returns the mean as a float32 CxHxW array (and writes it when ``output_file``)."""
     input_db = as_path(input_db)
     output_file = as_path(output_file) if output_file else output_file
     total, count, shape = None, 0, None
     bar = progress(None, "compute_image_mean")
-    for key, value in db_mod.iterate(input_db, backend):
-        name = "%s record %s" % (input_db, key.decode("utf-8", "replace"))
-        d = datum_mod.parse(value, name)
-        arr = datum_mod.to_array(d, what=name)
-        if total is None:
-            if d.encoded:
-                glog.info("compute_image_mean.decoding", "Decoding Datum")
-            shape = arr.shape
-            total = numpy.zeros(shape, dtype=numpy.float32)
-            glog.info("compute_image_mean.start", "Starting iteration")
-        if arr.shape != shape:
-            raise CaffeError("%s: incorrect data size %s (the first record is %s)"
-                             % (name, "x".join(map(str, arr.shape)),
-                                "x".join(map(str, shape))))
-        total += arr.astype(numpy.float32)
-        count += 1
-        bar.update()
-        if count % 10000 == 0:
-            glog.info("compute_image_mean.processed", "Processed %d files." % count)
+    parts = workers.count(every_core=True)
+    records = db_mod.iterate(input_db, backend)
+    while True:
+        block = list(itertools.islice(records, BLOCK))
+        if not block:
+            break
+        for name, d, arr in workers.map_items(lambda record: _decode(input_db, *record),
+                                              block, parts):
+            if total is None:
+                if d.encoded:
+                    glog.info("compute_image_mean.decoding", "Decoding Datum")
+                shape = arr.shape
+                total = numpy.zeros(shape, dtype=numpy.float32)
+                glog.info("compute_image_mean.start", "Starting iteration")
+            if arr.shape != shape:
+                raise CaffeError("%s: incorrect data size %s (the first record is %s)"
+                                 % (name, "x".join(map(str, arr.shape)),
+                                    "x".join(map(str, shape))))
+            numpy.add(total, arr, out=total)   # each value made float32, then added
+            count += 1
+            bar.update()
+            if count % 10000 == 0:
+                glog.info("compute_image_mean.processed", "Processed %d files." % count)
     bar.close()
     if count % 10000:
         glog.info("compute_image_mean.processed_all", "Processed %d files." % count)
