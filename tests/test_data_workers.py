@@ -234,3 +234,28 @@ def test_compute_image_mean_is_the_same_for_any_thread_count(tmp_path, monkeypat
                          + [numpy.zeros((3, 9, 10))])
     with pytest.raises(CaffeError, match="00000004.*3x9x10"):
         compute_image_mean.run(bad)
+
+
+def test_two_thread_counts_at_once_share_nothing():
+    """A net's prefetch thread and a converter in the same process may ask for different
+    counts at the same time: each gets its own executor, and neither is shut down under the
+    other."""
+    import threading
+    errors, results = [], {}
+
+    def run(parts):
+        try:
+            for _ in range(100):
+                results[parts] = workers.map_items(lambda x: x + parts, list(range(7)), parts)
+        except Exception as exc:     # noqa: BLE001 - reported below
+            errors.append(exc)
+    threads = [threading.Thread(target=run, args=(p,)) for p in (2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert results == {p: [x + p for x in range(7)] for p in (2, 3)}
+    # each count keeps its executor (none made anew, none shut down, when counts alternate)
+    three = workers._executor(3)
+    assert workers._executor(2) is not three and workers._executor(3) is three

@@ -4,10 +4,11 @@ comes out the same whatever their number (each item is computed alone, in place)
 
 A JPEG decode (OpenCV) and the compiled transform run without the GIL, so the batch is made
 faster where cores are spare: on a GPU machine one thread cannot keep up with the device
-(64 ImageNet crops of an encoded LMDB take about 60 ms on one core, an H200's CaffeNet pass
-at batch 256 about 56 ms for four times as many). CAFFECLI_DATA_THREADS sets their number;
-by default a quarter of the cores (OMP_NUM_THREADS or the CPU affinity), at most 4, at least
-1: one keeps all the work on the prefetch thread, as Caffe's single InternalThread does.
+(64 ImageNet crops of an encoded LMDB take 40-49 ms on one core of a 2-core Xeon, 25-27 ms on
+two; an H200's CaffeNet pass at batch 256 takes about 56 ms for four times as many).
+CAFFECLI_DATA_THREADS sets their number; by default a quarter of the cores (OMP_NUM_THREADS or
+the CPU affinity), at most 4, at least 1: one keeps all the work on the prefetch thread, as
+Caffe's single InternalThread does.
 """
 import os
 import threading
@@ -18,7 +19,7 @@ from ..util import environ
 
 MAX_DEFAULT = 4
 _lock = threading.Lock()
-_pool = [None, None]   # the executor, and the process that made it (a forked child makes its own)
+_pools = {}   # (process, thread count) -> executor: a forked child makes its own
 
 
 def count(every_core=False):
@@ -34,13 +35,13 @@ def count(every_core=False):
 
 
 def _executor(n):
+    """The executor of ``n`` threads of this process (made on first use, then kept: a net's
+    layers and a converter may ask for different counts at once)."""
+    key = (os.getpid(), n)
     with _lock:
-        pool, pid = _pool
-        if pool is None or pid != os.getpid() or pool._max_workers != n:
-            if pool is not None and pid == os.getpid():
-                pool.shutdown(wait=False)
-            pool = _pool[0] = ThreadPoolExecutor(n, thread_name_prefix="caffecli-data")
-            _pool[1] = os.getpid()
+        pool = _pools.get(key)
+        if pool is None:
+            pool = _pools[key] = ThreadPoolExecutor(n, thread_name_prefix="caffecli-data")
         return pool
 
 
@@ -59,7 +60,8 @@ def each_run(n, work, parts=None):
         if n:
             work(0, n)
         return
-    futures = [_executor(parts).submit(work, a, b) for a, b in runs(n, parts)]
+    pool = _executor(parts)
+    futures = [pool.submit(work, a, b) for a, b in runs(n, parts)]
     for f in futures:
         f.result()
 

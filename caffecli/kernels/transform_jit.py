@@ -3,9 +3,10 @@
 over the whole batch (64 ImageNet crops with a mean file: 29 ms). data/transformer.py keeps its
 numpy code as the reference.
 
-It runs on the calling thread (the prefetch thread's, without the GIL) and never on the kernel
-threads, which the net's own layers keep busy meanwhile. Each value is first stored in the
-output's dtype, then reduced and scaled in that dtype, as Caffe computes it.
+It runs without the GIL on the prefetch thread or the data threads (data/workers.py), each a
+run of items, and never on the kernel threads, which the net's own layers keep busy meanwhile.
+Each value is first stored in the output's dtype, then reduced and scaled in that dtype, as
+Caffe computes it.
 """
 from . import jit
 
