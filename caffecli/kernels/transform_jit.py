@@ -8,6 +8,8 @@ run of items, and never on the kernel threads, which the net's own layers keep b
 Each value is first stored in the output's dtype, then reduced and scaled in that dtype, as
 Caffe computes it.
 """
+import numpy
+
 from . import jit
 
 NO_MEAN, CHANNEL_MEAN, PIXEL_MEAN = 0, 1, 2
@@ -18,26 +20,19 @@ def _transform(batch, h_off, w_off, mirror, mean, kind, scale, out):
     minus the mean) * scale; ``kind``: NO_MEAN, CHANNEL_MEAN (mean (C, 1, 1)) or PIXEL_MEAN
     (mean (C, H, W), taken at each pixel's source position)."""
     n, c, oh, ow = out.shape
+    row = numpy.empty(ow, out.dtype)   # a mirrored row, computed in order, then reversed
     for i in range(n):
         h0, w0, flip = h_off[i], w_off[i], mirror[i]
         for ch in range(c):
             for y in range(oh):
                 src = batch[i, ch, h0 + y, w0:w0 + ow]
-                dst = out[i, ch, y]
-                if flip:
-                    for x in range(ow):
-                        dst[x] = src[ow - 1 - x]
-                else:
-                    for x in range(ow):
-                        dst[x] = src[x]
+                dst = row if flip else out[i, ch, y]
+                for x in range(ow):
+                    dst[x] = src[x]
                 if kind == PIXEL_MEAN:
-                    row = mean[ch, h0 + y, w0:w0 + ow]
-                    if flip:
-                        for x in range(ow):
-                            dst[x] = (dst[x] - row[ow - 1 - x]) * scale
-                    else:
-                        for x in range(ow):
-                            dst[x] = (dst[x] - row[x]) * scale
+                    values = mean[ch, h0 + y, w0:w0 + ow]
+                    for x in range(ow):
+                        dst[x] = (dst[x] - values[x]) * scale
                 elif kind == CHANNEL_MEAN:
                     m = mean[ch, 0, 0]
                     for x in range(ow):
@@ -45,7 +40,10 @@ def _transform(batch, h_off, w_off, mirror, mean, kind, scale, out):
                 else:
                     for x in range(ow):
                         dst[x] = dst[x] * scale
-
+                if flip:
+                    target = out[i, ch, y]
+                    for x in range(ow):
+                        target[x] = row[ow - 1 - x]
 
 def transform(batch, h_off, w_off, mirror, mean, kind, scale, out):
     """Compiled ``_transform`` on this thread; ``scale`` a scalar of out's dtype, ``mean`` in
