@@ -45,6 +45,7 @@ def _transform(batch, h_off, w_off, mirror, mean, kind, scale, out):
                     for x in range(ow):
                         target[x] = row[ow - 1 - x]
 
+
 def transform(batch, h_off, w_off, mirror, mean, kind, scale, out):
     """Compiled ``_transform`` on this thread; ``scale`` a scalar of out's dtype, ``mean`` in
     out's dtype (any (C, 1, 1) array where ``kind`` is NO_MEAN)."""
