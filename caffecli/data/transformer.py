@@ -113,15 +113,12 @@ class DataTransformer:
             h_off = (words[:, -2] % (h - oh + 1)).astype(numpy.int64)
             w_off = (words[:, -1] % (w - ow + 1)).astype(numpy.int64)
         else:
-            h_off = numpy.full(n, (h - oh) // 2)
-            w_off = numpy.full(n, (w - ow) // 2)
+            h_off = numpy.full(n, (h - oh) // 2, numpy.int64)
+            w_off = numpy.full(n, (w - ow) // 2, numpy.int64)
         scale = numpy.asarray(self.scale, dtype=dtype)
-        mean = self._mean_in(dtype, c)
+        kind, mean = self._mean_in(dtype, c)
         out = numpy.empty((n, oc, oh, ow), dtype)
         if jit.usable(out, *(() if mean is None else (mean,))) and batch.dtype.kind in "uif":
-            kind = (transform_jit.NO_MEAN if mean is None else transform_jit.CHANNEL_MEAN
-                    if self.mean is None else transform_jit.PIXEL_MEAN)
-            h_off, w_off = h_off.astype(numpy.int64), w_off.astype(numpy.int64)
             mean = numpy.zeros((1, 1, 1), dtype) if mean is None else mean
             workers.each_run(n, lambda a, b: transform_jit.transform(
                 batch[a:b], h_off[a:b], w_off[a:b], do_mirror[a:b], mean, kind, scale[()],
@@ -129,32 +126,34 @@ class DataTransformer:
             return out
         if n and not do_mirror.any() and (h_off == h_off[0]).all() and (w_off == w_off[0]).all():
             window = (slice(None), slice(h_off[0], h_off[0] + oh), slice(w_off[0], w_off[0] + ow))
-            _scaled(batch[(slice(None),) + window], _window(mean, window, False), scale, out)
+            _scaled(batch[(slice(None),) + window], _window(kind, mean, window, False), scale,
+                    out)
             return out
         for i in range(n):   # each item its own crop and mirror: views, not a gathered index
             window = (slice(None), slice(h_off[i], h_off[i] + oh), slice(w_off[i], w_off[i] + ow))
             pixels = batch[i][window]
             _scaled(pixels[..., ::-1] if do_mirror[i] else pixels,
-                    _window(mean, window, do_mirror[i]), scale, out[i])
+                    _window(kind, mean, window, do_mirror[i]), scale, out[i])
         return out
 
     def _mean_in(self, dtype, channels):
-        """What each value loses before scaling, in ``dtype``: the mean file's CxHxW image,
-        the mean values as (C, 1, 1), or None."""
+        """What each value loses before scaling, in ``dtype``, and its kind (transform_jit's):
+        PIXEL_MEAN, the mean file's CxHxW image; CHANNEL_MEAN, the mean values as (C, 1, 1);
+        NO_MEAN, None."""
         if self.mean is not None:
-            return self.mean.astype(dtype, copy=False)
+            return transform_jit.PIXEL_MEAN, self.mean.astype(dtype, copy=False)
         if self.mean_values:
             values = numpy.asarray(self.mean_values, dtype=dtype)
             if values.size == 1:
                 values = numpy.repeat(values, channels)
-            return values[:, None, None]
-        return None
+            return transform_jit.CHANNEL_MEAN, values[:, None, None]
+        return transform_jit.NO_MEAN, None
 
 
-def _window(mean, window, mirror):
-    """The mean's values under an item's crop, mirrored with it (Caffe subtracts the mean at
-    the pixel's source position), or the per-channel values, or None."""
-    if mean is None or mean.shape[1:] == (1, 1):
+def _window(kind, mean, window, mirror):
+    """A mean file's values under an item's crop, mirrored with it (Caffe subtracts the mean at
+    the pixel's source position); else ``mean`` itself (per-channel values, or None)."""
+    if kind != transform_jit.PIXEL_MEAN:
         return mean
     return mean[window][..., ::-1] if mirror else mean[window]
 

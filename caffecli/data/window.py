@@ -166,9 +166,8 @@ class WindowSource:
                     raise CaffeError("%s: window refers to image %d of %d"
                                      % (self.what, index, len(self.images)))
                 labels[len(drawn)] = window[1]
-                drawn.append((window, do_mirror))
-        workers.map_items(lambda item: self._crop(*drawn[item], out[item]),
-                          list(range(len(drawn))))
+                drawn.append((window, do_mirror, out[len(drawn)]))
+        workers.map_items(lambda job: self._crop(*job), drawn)
         return [out, labels], self.get_state()
 
     def _crop(self, window, do_mirror, out):
