@@ -50,8 +50,7 @@ def write_dbs(folder, count):
             total += chw
             key = "%08d" % i
             raw.put(key, datum_mod.from_image(img, i % 1000).SerializeToString())
-            enc.put(key, caffe_pb2.Datum(data=jpeg, encoded=True, label=i % 1000,
-                                         channels=3, height=256, width=256).SerializeToString())
+            enc.put(key, datum_mod.from_encoded(jpeg, i % 1000).SerializeToString())
     mean = caffe_pb2.BlobProto(num=1, channels=3, height=256, width=256)
     mean.data.extend((total / count).astype(numpy.float32).ravel().tolist())
     paths["mean"] = os.path.join(folder, "mean.binaryproto")

@@ -4,6 +4,7 @@ import numpy
 import pytest
 
 import caffecli
+from caffecli.data import datum as datum_mod
 from caffecli.data import image_io, workers
 from caffecli.errors import CaffeError
 from caffecli.proto import caffe_pb2
@@ -35,8 +36,8 @@ def _encoded_db(tmp_path):
     from caffecli.data import db as db_mod
     with db_mod.open_writer(path, "lmdb") as w:
         for i, img in enumerate(IMAGES):
-            d = caffe_pb2.Datum(data=image_io.encode(img, "png"), encoded=True, label=i)
-            w.put("%08d" % i, d.SerializeToString())
+            w.put("%08d" % i, datum_mod.from_encoded(image_io.encode(img, "png"), i)
+                  .SerializeToString())
     return path
 
 
