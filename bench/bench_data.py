@@ -24,6 +24,7 @@ from caffecli.data import datum as datum_mod  # noqa: E402
 from caffecli.data import db as db_mod  # noqa: E402
 from caffecli.data import image_io  # noqa: E402
 from caffecli.proto import caffe_pb2  # noqa: E402
+from caffecli.data.transformer import load_mean_file  # noqa: E402
 from caffecli.proto.io import parse_text, write_binary  # noqa: E402
 from bench_cpu import machine  # noqa: E402
 
@@ -79,24 +80,16 @@ def caffecli_batches(paths, kind, batch, threads, rounds):
 
 def torch_batches(paths, kind, batch, threads, rounds):
     """ms per batch of the same records decoded alike and transformed with torch ops."""
-    import lmdb
     import torch
     torch.set_num_threads(threads)
-    proto = caffe_pb2.BlobProto()
-    with open(paths["mean"], "rb") as f:
-        proto.ParseFromString(f.read())
-    mean = torch.tensor(numpy.asarray(proto.data, numpy.float32).reshape(3, 256, 256))
-    env = lmdb.open(paths[kind], readonly=True, lock=False)
+    mean = torch.from_numpy(load_mean_file(paths["mean"]))
     gen = torch.Generator().manual_seed(1)
-    with env.begin() as txn:
-        values = [v for _, v in txn.cursor()]
+    values = [v for _, v in db_mod.iterate(paths[kind], "lmdb")]
 
     def one_batch(first):
         items = []
         for j in range(batch):
-            d = caffe_pb2.Datum()
-            d.ParseFromString(values[(first + j) % len(values)])
-            arr = datum_mod.to_array(d)
+            arr = datum_mod.to_array(datum_mod.parse(values[(first + j) % len(values)]))
             items.append(torch.from_numpy(numpy.array(arr)))   # a writable copy
         x = torch.stack(items).float()
         offsets = torch.randint(0, 30, (batch, 2), generator=gen)
@@ -114,7 +107,6 @@ def torch_batches(paths, kind, batch, threads, rounds):
         start = time.perf_counter()
         one_batch(r * batch)
         times.append(time.perf_counter() - start)
-    env.close()
     return 1e3 * statistics.median(times)
 
 
