@@ -155,3 +155,111 @@ def test_lrn_default_engine_takes_beta_075_by_square_roots(dtype, rel):
     numpy.testing.assert_allclose(roots, pow_, rtol=rel, atol=0)
     if dtype == numpy.float32:
         assert (roots != pow_).any()
+
+
+def _c_pow(base, exponent):
+    """The C library's powf / pow of each value (Caffe's powx without MKL)."""
+    import ctypes
+    import ctypes.util
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    single = base.dtype == numpy.float32
+    fn = libm.powf if single else libm.pow
+    kind = ctypes.c_float if single else ctypes.c_double
+    fn.argtypes, fn.restype = [kind, kind], kind
+    return numpy.array([fn(float(v), float(exponent)) for v in base.ravel()],
+                       base.dtype).reshape(base.shape)
+
+
+def _caffe_within_channel(x, dy, size, alpha, beta):
+    """Caffe's WITHIN_CHANNEL LRN written out as its layers' loops (split, square, AVE pooling,
+    power, product, and their backwards, in lrn_layer.cpp's order), one rounding per step in
+    x's dtype, alpha and beta the prototxt's floats: (y, dx)."""
+    t = x.dtype.type
+    alpha, beta = float(numpy.float32(alpha)), float(numpy.float32(beta))
+    n, c, h, w = x.shape
+    pre = (size - 1) // 2
+    sq = x * x
+    pooled = numpy.zeros_like(x)
+    divisor = numpy.zeros((h, w), x.dtype)
+    for ph in range(h):
+        for pw in range(w):
+            hs, ws = ph - pre, pw - pre
+            he, we = min(hs + size, h + pre), min(ws + size, w + pre)
+            divisor[ph, pw] = (he - hs) * (we - ws)
+            for a in range(max(hs, 0), min(he, h)):
+                for b in range(max(ws, 0), min(we, w)):
+                    pooled[:, :, ph, pw] += sq[:, :, a, b]
+    pooled /= divisor
+    base = pooled * t(alpha) + t(1)
+    power = _c_pow(base, -beta)
+    y = x * power
+    # backward: the product's two gradients, the power layer's, the pooling's, the square's
+    d_power = x * dy
+    d_pooled = d_power * (power / base * (t(-beta) * t(alpha)))
+    d_sq = numpy.zeros_like(x)
+    for ph in range(h):
+        for pw in range(w):
+            hs, ws = ph - pre, pw - pre
+            for a in range(max(hs, 0), min(hs + size, h)):
+                for b in range(max(ws, 0), min(ws + size, w)):
+                    d_sq[:, :, a, b] += d_pooled[:, :, ph, pw] / divisor[ph, pw]
+    return y, power * dy + d_sq * (t(2) * x)
+
+
+@pytest.mark.parametrize("size,hw", [(3, (5, 6)), (5, (4, 7)), (3, (1, 1)), (1, (3, 3))])
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_compiled_within_channel_lrn_is_caffes_loops_bit_for_bit(size, hw, dtype, monkeypatch):
+    """WITHIN_CHANNEL LRN through the layer (``engine: CAFFE``: pow), compiled: the bits of
+    Caffe's composition run as its loops; with CAFFECLI_JIT=0 (numpy, whose pooling gradient
+    sums in another order) within rounding."""
+    from caffecli.kernels import lrn_jit
+    from caffecli.net import Net
+    from caffecli.proto import caffe_pb2
+    from caffecli.proto.io import parse_text
+    text = ('input: "x" input_shape { dim: 2 dim: 3 dim: %d dim: %d } force_backward: true '
+            'layer { name: "n" type: "LRN" bottom: "x" top: "y" lrn_param { local_size: %d '
+            'alpha: 0.7 beta: 0.75 norm_region: WITHIN_CHANNEL engine: CAFFE } }'
+            % (hw + (size,)))
+    rs = numpy.random.RandomState(size + hw[1])
+    x = rs.randn(2, 3, *hw).astype(dtype)
+    dy = rs.randn(2, 3, *hw).astype(dtype)
+    results = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("CAFFECLI_JIT", flag)
+        net = Net(parse_text(text, caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype,
+                  log=False)
+        net.blob_by_name("x").data[...] = x
+        net.forward_pass()
+        net.blob_by_name("y").diff[...] = dy
+        net.backward_pass()
+        results.append((net.blob_by_name("y").data.copy(), net.blob_by_name("x").diff.copy()))
+    assert lrn_jit._within_forward in jit._compiled and lrn_jit._within_backward in jit._compiled
+    want = _caffe_within_channel(x, dy, size, 0.7, 0.75)
+    for got, expected in zip(results[0], want):
+        assert got.dtype == dtype
+        numpy.testing.assert_array_equal(got, expected)
+    tol = 1e-5 if dtype == numpy.float32 else 1e-12
+    for reference, expected in zip(results[1], want):
+        numpy.testing.assert_allclose(reference, expected, rtol=tol, atol=tol)
+
+
+def test_within_channel_lrn_default_engine_takes_square_roots():
+    """``engine: DEFAULT`` with beta 0.75 computes base^-0.75 by square roots on the compiled
+    path too: within about an ulp of Caffe's pow, not its bits everywhere."""
+    from caffecli.net import Net
+    from caffecli.proto import caffe_pb2
+    from caffecli.proto.io import parse_text
+    rs = numpy.random.RandomState(3)
+    x = rs.randn(4, 8, 9, 9).astype(numpy.float32) * 3
+    out = {}
+    for engine in ("DEFAULT", "CAFFE"):
+        text = ('input: "x" input_shape { dim: 4 dim: 8 dim: 9 dim: 9 } layer { name: "n" '
+                'type: "LRN" bottom: "x" top: "y" lrn_param { local_size: 3 alpha: 2 '
+                'beta: 0.75 norm_region: WITHIN_CHANNEL engine: %s } }' % engine)
+        net = Net(parse_text(text, caffe_pb2.NetParameter()), caffe_pb2.TEST,
+                  dtype=numpy.float32, log=False)
+        net.blob_by_name("x").data[...] = x
+        net.forward_pass()
+        out[engine] = net.blob_by_name("y").data.copy()
+    numpy.testing.assert_allclose(out["DEFAULT"], out["CAFFE"], rtol=4e-7, atol=0)
+    assert (out["DEFAULT"] != out["CAFFE"]).any()

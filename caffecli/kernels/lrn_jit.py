@@ -1,7 +1,9 @@
-"""Cross-channel LRN on the host as compiled loops (kernels/jit.py), in Caffe's order
-(lrn_layer.cpp): the scale's window sum runs along the channels (add the channel entering,
-subtract the one leaving) and the backward's ratio sum likewise. layers/lrn.py keeps numpy
-code as the reference and for device arrays.
+"""LRN on the host as compiled loops (kernels/jit.py), in Caffe's order (lrn_layer.cpp).
+Across channels: the scale's window sum runs along the channels (add the channel entering,
+subtract the one leaving) and the backward's ratio sum likewise. Within a channel: Caffe's
+composition (square, AVE pooling with its padded divisor, power, product) fused into one pass
+over each plane, each step rounded as its layer rounds it, the pooling's sums in its loops'
+order. layers/lrn.py keeps numpy code as the reference and for device arrays.
 
 Scalars come in the data's dtype so float32 data is computed in float32, as Caffe does.
 With ``roots`` (beta 0.75, ``engine: DEFAULT``: layers/lrn.py) scale^-0.75 is 1 / (r sqrt(r)),
@@ -73,6 +75,91 @@ def _backward(x, y, dy, scale, powed, size, ratio_coef, dx):
                         accum[a, b] -= ratio[tail, a, b]
 
 
+def _window_sums(padded, size, width, out):
+    """out[a * width + b] = the sum of the size x size window of the plane ``padded`` (rows
+    ``width`` long) at row a, column b, from zero in row-major order: Caffe's AVE pooling's
+    order, its clipped-off terms the zeros of the border (adding zero changes no sum). One
+    flat loop per window offset, so the adds vectorize; columns past the plane's are unused."""
+    for t in range(out.size):
+        out[t] = 0
+    for da in range(size):
+        for db in range(size):
+            src = padded[da * width + db:]
+            for t in range(out.size):
+                out[t] += src[t]
+
+
+def _within_forward(x, h, w, size, divisor, alpha, neg_beta, roots, one, base, powed, y):
+    """Planes of x (planes, H * W): base = alpha * (AVE pool of x^2) + 1, powed = base^-beta,
+    y = x * powed (Caffe's square, pool, power and product layers)."""
+    pre = (size - 1) // 2
+    width = w + size - 1
+    squares = numpy.zeros((h + size) * width, dtype=x.dtype)   # its border stays 0
+    sums = numpy.empty(h * width, dtype=x.dtype)
+    for i in range(x.shape[0]):
+        xi, v, p, yi = x[i], base[i], powed[i], y[i]
+        for a in range(h):
+            src, dst = xi[a * w:], squares[(a + pre) * width + pre:]
+            for b in range(w):
+                dst[b] = src[b] * src[b]
+        _window_sums(squares, size, width, sums)
+        for a in range(h):
+            src, d, dst = sums[a * width:], divisor[a * w:], v[a * w:]
+            for b in range(w):
+                dst[b] = src[b] / d[b] * alpha + one
+        if roots:
+            for t in range(v.size):
+                r = numpy.sqrt(v[t])
+                p[t] = one / (r * numpy.sqrt(r))
+        else:
+            for t in range(v.size):
+                p[t] = v[t] ** neg_beta
+        for t in range(v.size):
+            yi[t] = xi[t] * p[t]
+
+
+def _within_backward(x, dy, base, powed, h, w, size, divisor, diff_scale, two, dx):
+    """dx of ``_within_forward`` from dy, by Caffe's chain: the product's gradients, the
+    power's (powed / base * diff_scale), the AVE pooling's (each output's share added to its
+    window in the loops' order: for an input, the windows' from the top left), the square's
+    (2x), the split's sum."""
+    pre = (size - 1) // 2
+    width = w + size - 1
+    shares = numpy.zeros((h + size) * width, dtype=x.dtype)   # its border stays 0
+    sums = numpy.empty(h * width, dtype=x.dtype)
+    share = numpy.empty(h * w, dtype=x.dtype)
+    for i in range(x.shape[0]):
+        xi, gi, pi, bi, di = x[i], dy[i], powed[i], base[i], dx[i]
+        for t in range(share.size):
+            share[t] = xi[t] * gi[t] * (pi[t] / bi[t] * diff_scale) / divisor[t]
+        for a in range(h):
+            src, dst = share[a * w:], shares[(a + pre) * width + pre:]
+            for b in range(w):
+                dst[b] = src[b]
+        _window_sums(shares, size, width, sums)
+        for a in range(h):
+            xs, gs, ps, ss, dst = xi[a * w:], gi[a * w:], pi[a * w:], sums[a * width:], \
+                di[a * w:]
+            for b in range(w):
+                dst[b] = ps[b] * gs[b] + ss[b] * (two * xs[b])
+
+
+def _within_forward_parts(bounds, x, h, w, size, divisor, alpha, neg_beta, roots, one, base,
+                          powed, y):
+    for p in prange(bounds.size - 1):
+        a, b = bounds[p], bounds[p + 1]
+        _within_forward(x[a:b], h, w, size, divisor, alpha, neg_beta, roots, one, base[a:b],
+                        powed[a:b], y[a:b])
+
+
+def _within_backward_parts(bounds, x, dy, base, powed, h, w, size, divisor, diff_scale, two,
+                           dx):
+    for p in prange(bounds.size - 1):
+        a, b = bounds[p], bounds[p + 1]
+        _within_backward(x[a:b], dy[a:b], base[a:b], powed[a:b], h, w, size, divisor,
+                         diff_scale, two, dx[a:b])
+
+
 def _forward_parts(bounds, x, size, alpha_over_size, k, neg_beta, roots, one, scale, powed, y):
     for p in prange(bounds.size - 1):
         a, b = bounds[p], bounds[p + 1]
@@ -99,3 +186,28 @@ def backward(x, y, dy, scale, powed, size, alpha, beta, dx):
     dt = x.dtype.type
     for_native(_backward_parts, x.shape[0], x.size, x, y, dy, scale, powed, size,
                dt(2 * alpha * beta / size), dx)
+
+
+def _planes(*arrays):
+    return [a.reshape(a.shape[0] * a.shape[1], -1) for a in arrays]
+
+
+def within_forward(x, size, divisor, alpha, beta, base, powed, y, roots=False):
+    """WITHIN_CHANNEL LRN: y, base (alpha * the window's AVE of x^2 + 1, ``divisor`` Caffe's
+    pool sizes (H, W)) and powed (base^-beta), kept for the backward; planes split across
+    numba's threads. With ``roots`` (beta must be 0.75) base^-beta by square roots."""
+    dt = x.dtype.type
+    h, w = x.shape[2:]
+    flat = _planes(x, base, powed, y)
+    for_native(_within_forward_parts, flat[0].shape[0], x.size * size * size, flat[0], h, w,
+               size, divisor.reshape(-1), dt(alpha), dt(-beta), bool(roots), dt(1), *flat[1:])
+
+
+def within_backward(x, dy, base, powed, size, divisor, alpha, beta, dx):
+    """dx of ``within_forward``; Caffe's power layer scales by -beta * alpha rounded in the
+    data's type."""
+    dt = x.dtype.type
+    h, w = x.shape[2:]
+    flat = _planes(x, dy, base, powed)
+    for_native(_within_backward_parts, flat[0].shape[0], x.size * size * size, *flat, h, w,
+               size, divisor.reshape(-1), dt(-beta) * dt(alpha), dt(2), _planes(dx)[0])

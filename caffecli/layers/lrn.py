@@ -4,7 +4,8 @@ ACROSS_CHANNELS runs compiled on the host where it can (kernels/lrn_jit.py, Caff
 channel sums) and as device kernels on the GPU (kernels/cuda/lrn.cu); the numpy code here is
 the reference, and the path where neither applies. WITHIN_CHANNEL reproduces Caffe's
 composition (square -> AVE pooling with its padded divisor -> power (1 + alpha * s)^-beta ->
-product with the input), so ``k`` is unused there as in Caffe.
+product with the input), so ``k`` is unused there as in Caffe; on the host that runs as one
+compiled pass a plane (lrn_jit.within_forward / within_backward).
 """
 from ..kernels import device, lrn_jit
 from ..kernels.jit import usable as compiled_usable
@@ -85,9 +86,13 @@ class LRNLayer(Layer):
             if in_place:   # Caffe writes scale^-beta over the input, then multiplies by it
                 powed = xp.power(self.scale, dt(-self.beta))
                 xp.multiply(powed, powed, out=top[0].data)
+        elif top[0] is not bottom[0] and compiled_usable(x, top[0].data):
+            self.base = self.scratch("base", x.shape, x.dtype)
+            self.power = self.scratch("power", x.shape, x.dtype)
+            lrn_jit.within_forward(x, self.size, self.geo.ave_divisor(xp, x.dtype), self.alpha,
+                                   self.beta, self.base, self.power, top[0].data, self.roots)
         else:
-            self.pooled = ave_pool(xp, x * x, self.geo)
-            self.base = self.pooled * dt(self.alpha) + dt(1)
+            self.base = ave_pool(xp, x * x, self.geo) * dt(self.alpha) + dt(1)
             self.power = xp.power(self.base, dt(-self.beta))
             top[0].data[...] = x * self.power
 
@@ -152,7 +157,11 @@ class LRNLayer(Layer):
                                  self.beta, dx)
             else:
                 for_parts(xp, part, x.shape[0], x.size)
-        else:
-            d_pool = (dy * x) * (dt(-self.beta * self.alpha) * self.power / self.base)
+        elif top[0] is not bottom[0] and compiled_usable(x, dy, bottom[0].diff, self.power):
+            lrn_jit.within_backward(x, dy, self.base, self.power, self.size,
+                                    self.geo.ave_divisor(xp, x.dtype), self.alpha, self.beta,
+                                    bottom[0].diff)
+        else:   # Caffe's power layer: its top / its base * (-beta * alpha, rounded)
+            d_pool = (x * dy) * (self.power / self.base * (dt(-self.beta) * dt(self.alpha)))
             d_sq = ave_pool_backward(xp, d_pool, self.geo, x.dtype)
             bottom[0].diff[...] = dy * self.power + d_sq * (dt(2) * x)
