@@ -1,7 +1,6 @@
 """Sigmoid: 1 / (1 + exp(-x)), as Caffe computes it (sigmoid_layer)."""
-import numpy
-
 from ..kernels.activations import sigmoid
+from ..kernels.libm import sigmoid_backward
 from ..layer import NeuronLayer
 from ..registry import register_layer
 
@@ -15,7 +14,6 @@ class SigmoidLayer(NeuronLayer):
 
     def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
-            y = top[0].data
             # sigmoid_layer.cpp: top_diff * y * (1. - y), the last factor (a double literal)
             # and the product with it in double
-            bottom[0].diff[...] = (top[0].diff * y) * (1.0 - y.astype(numpy.float64))
+            sigmoid_backward(self.xp, top[0].data, top[0].diff, bottom[0].diff)
