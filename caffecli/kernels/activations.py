@@ -2,9 +2,10 @@
 from . import libm
 
 
-def sigmoid(xp, z):
-    """Caffe's sigmoid, 0.5 * tanh(0.5 z) + 0.5 in double (stable for large |z|)."""
-    return libm.sigmoid(xp, z)
+def sigmoid(xp, z, out=None):
+    """Caffe's sigmoid, 0.5 * tanh(0.5 z) + 0.5 in double (stable for large |z|), into ``out``
+    where given."""
+    return libm.sigmoid(xp, z, out)
 
 
 def step_mask(x, below):

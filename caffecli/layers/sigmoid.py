@@ -10,7 +10,7 @@ class SigmoidLayer(NeuronLayer):
     """1 / (1 + exp(-x))."""
 
     def forward(self, bottom, top):
-        top[0].data[...] = sigmoid(self.xp, bottom[0].data)
+        sigmoid(self.xp, bottom[0].data, top[0].data)
 
     def backward(self, top, propagate_down, bottom):
         if propagate_down[0]:
