@@ -381,6 +381,32 @@ def test_eltwise_max_tie_rule():
     numpy.testing.assert_array_equal(bottom[2].diff, [0, 0])
 
 
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_eltwise_max_compiled_is_the_reference(dtype, monkeypatch):
+    """MAX's compiled passes (kernels/eltwise_jit.py) against the numpy code (CAFFECLI_JIT=0):
+    the same tops, winners and gradients, with ties, NaNs and a third bottom."""
+    rs = numpy.random.RandomState(4)
+    values = [rs.randint(-3, 4, size=(5, 7, 9)).astype(dtype) for _ in range(3)]
+    values[1].flat[::11] = numpy.nan
+    values[2].flat[5::13] = numpy.nan
+    grad = rs.randn(5, 7, 9)
+    results = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("CAFFECLI_JIT", flag)
+        layer, bottom, top = run('type: "Eltwise" eltwise_param { operation: MAX }', values,
+                                 dtype=dtype)
+        backward(layer, bottom, top, [grad])
+        host = layer.xp.asnumpy if hasattr(layer.xp, "asnumpy") else numpy.array
+        results.append([host(a) for a in [top[0].data, layer.mask] + [b.diff for b in bottom]])
+    if layer.xp is numpy:   # the host took the compiled passes
+        from caffecli.kernels import eltwise_jit, jit
+        assert eltwise_jit._first_two in jit._compiled and eltwise_jit._routed in jit._compiled
+    mask = results[0][1]
+    assert mask.dtype == numpy.int32 and {int(v) for v in numpy.unique(mask)} == {0, 1, 2}
+    for compiled, reference in zip(*results):
+        assert compiled.tobytes() == reference.tobytes()
+
+
 def test_eltwise_in_place_follows_caffes_order():
     """Top = bottom[0]: Caffe fills the top before it reads the bottoms, so SUM leaves bottom[0]
     out and in MAX bottom[0] is -FLT_MAX (never the winner: every gradient is then 0)."""

@@ -1,6 +1,7 @@
 """Eltwise: elementwise PROD, SUM (with per-bottom coefficients) or MAX of same-shaped bottoms."""
 import numpy
 
+from ..kernels import eltwise_jit
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -56,6 +57,9 @@ class EltwiseLayer(Layer):
             out[...] = 0
             for c, b in zip(self.coeffs, bottom):
                 out += b.data * dtype.type(c) if c != 1.0 else b.data
+        elif top[0] is not bottom[0] and eltwise_jit.usable(out, *(b.data for b in bottom)):
+            self.mask = self.scratch("mask", out.shape, numpy.int32)
+            eltwise_jit.max_forward([b.data for b in bottom], out, self.mask)
         else:
             a, b = bottom[0].data, bottom[1].data
             if top[0] is bottom[0]:   # in place Caffe first fills the top (bottom[0]) with
@@ -87,5 +91,7 @@ class EltwiseLayer(Layer):
             elif self.op == SUM:
                 c = self.coeffs[i]
                 d[...] = grad if c == 1.0 else grad * d.dtype.type(c)
+            elif eltwise_jit.usable(self.mask, grad, d):
+                eltwise_jit.max_backward(self.mask, i, grad, d)
             else:
                 d[...] = xp.where(self.mask == i, grad, d.dtype.type(0))
