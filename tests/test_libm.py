@@ -94,7 +94,8 @@ def test_float32_sigmoid_through_exp_is_caffes_tanh_expression_bit_for_bit():
     got = libm.sigmoid(numpy, x)
     assert got.tobytes() == want.tobytes()
     # the shortcut alone (Caffe's expression never consulted) differs somewhere: the check bites
-    quick = (1.0 / (1.0 + numpy.exp(-wide))).astype(numpy.float32)
+    with numpy.errstate(over="ignore"):
+        quick = (1.0 / (1.0 + numpy.exp(-wide))).astype(numpy.float32)
     assert quick.tobytes() != want.tobytes()
 
 
@@ -106,3 +107,22 @@ def test_sigmoid_backward_compiled_is_the_numpy_expression(dtype):
     out = numpy.empty_like(y)
     assert libm.sigmoid_backward(numpy, y, dy, out) is out
     assert out.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_elu_is_caffes_expression_on_the_c_librarys_exp(dtype):
+    """elu_layer.cpp: std::max(x, 0) + alpha * (exp(std::min(x, 0)) - 1) and its gradient
+    top_diff * ((x > 0) + (alpha + y) * (x <= 0)), each step in the data's type."""
+    t = dtype
+    x = numpy.concatenate([R.randn(3000) * 4, [0.0, -0.0, -numpy.inf, numpy.inf]]).astype(t)
+    alpha = t(numpy.float32(0.3))   # the prototxt's float
+    smaller = numpy.where(x > 0, t(0), x)
+    want = numpy.where(x < 0, t(0), x) + alpha * (c_function("exp", t)(smaller) - t(1))
+    got = libm.elu(numpy, x, float(alpha))
+    assert got.dtype == t and got.tobytes() == want.astype(t).tobytes()
+    dy = R.randn(x.size).astype(t)
+    with numpy.errstate(invalid="ignore"):   # inf * 0, as C++ computes it: NaN
+        step = (x > 0).astype(t) + (alpha + got) * (x <= 0).astype(t)
+    out = numpy.empty_like(x)
+    assert libm.elu_backward(numpy, x, got, dy, float(alpha), out) is out
+    assert out.tobytes() == (dy * step).tobytes()

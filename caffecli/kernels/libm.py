@@ -1,7 +1,7 @@
 """exp, log and tanh on host arrays through the C library's own functions, as Caffe's CPU
 code calls them (expf, logf, tanhf for float data; exp, log, tanh for double), and the few
-expressions Caffe builds from them in double precision (its sigmoid; BNLL's log), and pow(x, 0.5)
-for its solvers.
+expressions Caffe builds from them (its sigmoid in double precision, ELU, BNLL's log) with the
+gradients of sigmoid and ELU, and pow(x, 0.5) for its solvers.
 
 numpy's vectorized exp, log and tanh differ from the C library's in the last place for a
 fifth to two fifths of float32 inputs, and a gradient that cancels (a bias gradient plus its
@@ -82,6 +82,21 @@ def _sigmoid_backward(y, dy, dx):
     double."""
     for i in range(y.size):
         dx[i] = (dy[i] * y[i]) * (1.0 - numpy.float64(y[i]))
+
+
+def _elu(x, alpha, zero, one, y):
+    """elu_layer.cpp: std::max(x, 0) + alpha * (exp(std::min(x, 0)) - 1), in the data's type."""
+    for i in range(x.size):
+        v = x[i]
+        y[i] = (zero if v < zero else v) + alpha * (math.exp(zero if zero < v else v) - one)
+
+
+def _elu_backward(x, y, dy, alpha, zero, one, dx):
+    """elu_layer.cpp: top_diff * ((x > 0) + (alpha + y) * (x <= 0)), in the data's type."""
+    for i in range(x.size):
+        v = x[i]
+        dx[i] = dy[i] * ((one if v > zero else zero)
+                         + (alpha + y[i]) * (one if v <= zero else zero))
 
 
 def _bnll(x, y):
@@ -168,6 +183,29 @@ def sigmoid_backward(xp, y, dy, out):
     compiled = kernel(_sigmoid_backward)
     for_parts(numpy, lambda a, b: compiled(yf[a:b], gf[a:b], of[a:b]), yf.size, yf.size,
               jit.PASS_MIN_PART)
+    return out
+
+
+def elu(xp, x, alpha, out=None):
+    """Caffe's ELU forward, x > 0 ? x : alpha * (exp(x) - 1), exp the C library's."""
+    t = x.dtype.type
+
+    def array_code(v):
+        return xp.maximum(v, 0) + t(alpha) * (xp.exp(xp.minimum(v, 0)) - 1)
+    return _apply(_elu, array_code, x, out, t(alpha), t(0), t(1))
+
+
+def elu_backward(xp, x, y, dy, alpha, out):
+    """out = Caffe's ELU gradient at input x, top y, top diff dy: one compiled pass on the
+    host."""
+    t = x.dtype.type
+    if not jit.usable(x, y, dy, out):
+        out[...] = dy * ((x > 0) + (y + t(alpha)) * (x <= 0))
+        return out
+    xf, yf, gf, of = (a.reshape(-1) for a in (x, y, dy, out))
+    compiled = kernel(_elu_backward)
+    for_parts(numpy, lambda a, b: compiled(xf[a:b], yf[a:b], gf[a:b], t(alpha), t(0), t(1),
+                                           of[a:b]), xf.size, xf.size, jit.PASS_MIN_PART)
     return out
 
 
