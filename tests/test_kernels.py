@@ -542,6 +542,14 @@ def test_weight_gradient_sums_only_where_they_pay():
     assert not skinny_jit.applies_sums(dy, numpy.ones((2048, 600), numpy.float32),
                                        numpy.zeros((64, 600), numpy.float32))  # out too big
     assert not skinny_jit.applies_sums(dy, numpy.ones((2048, 500), numpy.float32), diff)
+    # CIFAR-10's conv2: few values out, but 32 x 800 sums 25600 long is 5x MAX_SUMS_MACS
+    long_dy, long_col = numpy.ones((32, 25600), numpy.float32), numpy.ones((800, 25600),
+                                                                           numpy.float32)
+    long_diff = numpy.zeros((32, 800), numpy.float32)
+    assert not skinny_jit.applies_sums(long_dy, long_col.T, long_diff)
+    assert skinny_jit.applies_sums(numpy.ones((32, 4096), numpy.float32),
+                                   numpy.ones((800, 4096), numpy.float32).T, long_diff) \
+        == jit.usable(dy)   # LeNet's conv2 size: kept
 
 
 def test_skinny_products_only_where_they_pay(monkeypatch):

@@ -49,6 +49,10 @@ MAX_SUMS = 1 << 15     # weight gradients: most values out (LeNet's conv2 50 x 5
 MAX_ROWS_SUMS = 64     # ms against OpenBLAS on 2 cores; GoogLeNet's 128 x 512 are level, its
 MIN_SUMS_INNER = 1024  # sums 490 long 1.3x slower and its conv1's, 125440 long, 1.2x)
 MAX_SUMS_INNER = 1 << 16
+MAX_SUMS_MACS = 1 << 27  # values out x inner dimension at most: beyond, the rows a tile reads
+                         # leave the caches between tiles and OpenBLAS's packed blocks win
+                         # (CIFAR-10's conv2 at batch 100, 32 x 800 sums 25600 long, 5x2^27:
+                         # 18 -> 9-13 ms on the 2-core Xeon; every bench net's are under 2^27)
 
 
 @fast("reassoc", "contract")
@@ -245,10 +249,11 @@ def applies_rows(a, b, out):
 def applies_sums(a, b, out):
     """Whether out += a @ b goes to ``product``: a weight gradient's few sums over a long inner
     dimension (at most MAX_SUMS values out of at most MAX_ROWS_SUMS C-ordered rows of a,
-    MIN_SUMS_INNER to MAX_SUMS_INNER long; b the transpose of a C-ordered matrix, one float
-    dtype)."""
+    MIN_SUMS_INNER to MAX_SUMS_INNER long, MAX_SUMS_MACS multiply-adds at most; b the
+    transpose of a C-ordered matrix, one float dtype)."""
     return (a.ndim == 2 and 0 < a.shape[0] <= MAX_ROWS_SUMS and out.size <= MAX_SUMS
-            and MIN_SUMS_INNER <= a.shape[1] <= MAX_SUMS_INNER and a.dtype == b.dtype == out.dtype
+            and MIN_SUMS_INNER <= a.shape[1] <= MAX_SUMS_INNER
+            and out.size * a.shape[1] <= MAX_SUMS_MACS and a.dtype == b.dtype == out.dtype
             and b.T.flags.c_contiguous and jit.usable(a, b.T, out))
 
 
