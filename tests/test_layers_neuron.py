@@ -162,6 +162,58 @@ def test_prelu_in_place_uses_saved_input():
     numpy.testing.assert_allclose(inp.blobs[0].diff, ref.blobs[0].diff, rtol=1e-5)
 
 
+def _caffe_prelu(x, dy, slope, slope_diff, shared):
+    """prelu_layer.cpp's CPU loops value by value in x's dtype: (top, bottom diff, slope diff),
+    the slope diff added to one value after another in memory order."""
+    t = x.dtype.type
+    n, c = x.shape[:2]
+    flat_x, flat_dy = x.reshape(n, c, -1), dy.reshape(n, c, -1)
+    y, dx, sd = numpy.empty_like(flat_x), numpy.empty_like(flat_x), slope_diff.copy()
+    for i in range(n):
+        for ch in range(c):
+            k = 0 if shared else ch
+            for p in range(flat_x.shape[2]):
+                v, g = flat_x[i, ch, p], flat_dy[i, ch, p]
+                y[i, ch, p] = (t(0) if v < 0 else v) + slope[k] * (t(0) if t(0) < v else v)
+                sd[k] = sd[k] + g * v * t(v <= 0)
+                dx[i, ch, p] = g * (t(v > 0) + slope[k] * t(v <= 0))
+    return y.reshape(x.shape), dx.reshape(x.shape), sd
+
+
+@pytest.mark.parametrize("shared", [False, True])
+@pytest.mark.parametrize("in_place", [False, True])
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_prelu_is_caffes_cpu_loops_bit_for_bit(shared, in_place, dtype, device_mode):
+    """The host's compiled forward and backward (kernels/relu_jit.py) against prelu_layer.cpp's
+    loops: the same tops, bottom diffs and slope diffs (summed in Caffe's order onto the diff
+    already there), per channel and shared, in place or not. The device sums in another order
+    (as Caffe's GPU code does): there within rounding."""
+    text = 'type: "PReLU" prelu_param { channel_shared: %s filler { type: "uniform" min: -0.5 ' \
+           'max: 0.5 } }' % ("true" if shared else "false")
+    x = data((3, 4, 5, 6), -2, 2, seed=8).astype(dtype)
+    x.flat[::17] = 0
+    dy = data((3, 4, 5, 6), seed=9).astype(dtype)
+    layer = make_layer(text, caffe_pb2.TRAIN)
+    bottom = blobs_from([x], dtype)
+    top = [bottom[0]] if in_place else [Blob(dtype=dtype)]
+    layer.SetUp(bottom, top)
+    slope = layer.blobs[0].data.reshape(-1).copy()
+    layer.blobs[0].diff[...] = 0.125
+    start = layer.blobs[0].diff.reshape(-1).copy()
+    layer.Forward(bottom, top)
+    y = top[0].data.copy()
+    top[0].diff[...] = dy
+    layer.Backward(top, [True], bottom)
+    want = _caffe_prelu(x, dy, slope, start, shared)
+    got = [numpy.asarray(a) for a in (y, bottom[0].diff, layer.blobs[0].diff.reshape(-1))]
+    for g, w in zip(got, want):
+        if device_mode == "cpu":
+            assert g.tobytes() == w.tobytes()
+        else:
+            tol = 1e-5 if dtype == numpy.float32 else 1e-12
+            numpy.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+
+
 def test_elu_values():
     _, b, t = run('type: "ELU" elu_param { alpha: 2 }', [numpy.array([[-1.0, 0.0, 1.5]])],
                   top_diff=[[1.0, 1.0, 1.0]])

@@ -91,6 +91,64 @@ def _images_first_relu(src, bias, with_bias, slope, c0, c1, y):
                     row[t] = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
 
 
+def _prelu(x, slope, zero, c0, c1, y):
+    """prelu_layer.cpp: std::max(x, 0) + slope[c] * std::min(x, 0) for channels c0..c1 of x
+    (n, C, P); ``slope`` (C,) or (1,) shared."""
+    shared = slope.size == 1
+    for i in range(x.shape[0]):
+        for c in range(c0, c1):
+            s = slope[0] if shared else slope[c]
+            row, out = x[i, c], y[i, c]
+            for t in range(row.size):
+                v = row[t]
+                out[t] = (zero if v < zero else v) + s * (zero if zero < v else v)
+
+
+def _prelu_backward(x, dy, slope, zero, one, c0, c1, slope_diff, dx, want_slope, want_input):
+    """For channels c0..c1 of (n, C, P) arrays: slope_diff[c] += dy * x * (x <= 0), one value
+    after another in Caffe's order (its CPU loop), and dx = dy * ((x > 0) + slope[c] * (x <=
+    0)); a shared slope (size 1) takes only dx here."""
+    shared = slope.size == 1
+    for c in range(c0, c1):
+        s = slope[0] if shared else slope[c]
+        total = zero if shared else slope_diff[c]
+        for i in range(x.shape[0]):
+            row, grad = x[i, c], dy[i, c]
+            if want_slope and not shared:
+                for t in range(row.size):
+                    v = row[t]
+                    total += grad[t] * v * (one if v <= zero else zero)
+            if want_input:
+                out = dx[i, c]
+                for t in range(row.size):
+                    v = row[t]
+                    out[t] = grad[t] * ((one if v > zero else zero)
+                                        + s * (one if v <= zero else zero))
+        if want_slope and not shared:
+            slope_diff[c] = total
+
+
+def _shared_slope_sum(x, dy, zero, one, slope_diff):
+    """slope_diff[0] += dy * x * (x <= 0) over flat arrays, one value after another."""
+    total = slope_diff[0]
+    for t in range(x.size):
+        v = x[t]
+        total += dy[t] * v * (one if v <= zero else zero)
+    slope_diff[0] = total
+
+
+def _prelu_parts(bounds, x, slope, zero, y):
+    for p in prange(bounds.size - 1):
+        _prelu(x, slope, zero, bounds[p], bounds[p + 1], y)
+
+
+def _prelu_backward_parts(bounds, x, dy, slope, zero, one, slope_diff, dx, want_slope,
+                          want_input):
+    for p in prange(bounds.size - 1):
+        _prelu_backward(x, dy, slope, zero, one, bounds[p], bounds[p + 1], slope_diff, dx,
+                        want_slope, want_input)
+
+
 def _forward_parts(bounds, x, slope, y):
     for p in prange(bounds.size - 1):
         a, b = bounds[p], bounds[p + 1]
@@ -168,6 +226,29 @@ def split_images_first_relu(src, bias, slope, y):
     threads."""
     for_native(_images_first_relu_parts, y.shape[1], y.size, src,
                _no_bias(y) if bias is None else bias, bias is not None, slope, y)
+
+
+def prelu(x, slope, y):
+    """y = PReLU of x (n, C, P) with ``slope`` (C,) or (1,) shared; channels split across the
+    threads."""
+    for_native(_prelu_parts, x.shape[1], x.size, x, slope, x.dtype.type(0), y,
+               min_part=jit.PASS_MIN_PART)
+
+
+def prelu_backward(x, dy, slope, slope_diff, dx):
+    """PReLU's gradients of (n, C, P) arrays: slope_diff ((C,) or (1,) shared) += each value's
+    share in Caffe's order unless None, dx unless None; channels split across the threads (a
+    shared slope's sum is one chain over every value: one thread)."""
+    t = x.dtype.type
+    shared = slope.size == 1
+    if slope_diff is not None and shared:
+        kernel(_shared_slope_sum)(x.reshape(-1), dy.reshape(-1), t(0), t(1), slope_diff)
+    want_slope = slope_diff is not None and not shared
+    if want_slope or dx is not None:
+        for_native(_prelu_backward_parts, x.shape[1], x.size, x, dy, slope, t(0), t(1),
+                   slope_diff if want_slope else numpy.zeros(1, x.dtype),
+                   x if dx is None else dx, want_slope, dx is not None,
+                   min_part=jit.PASS_MIN_PART)
 
 
 def _no_bias(like):

@@ -1,6 +1,7 @@
 """PReLU: ReLU with a learned negative slope per channel, or one shared (Caffe's prelu_layer)."""
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels import jit, relu_jit
 from ..kernels.activations import step_mask
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
@@ -52,15 +53,25 @@ class PReLULayer(NeuronLayer):
         x = bottom[0].data
         if top[0] is bottom[0]:  # keep the input for backward, as Caffe's bottom_memory_
             self.bottom_memory = x.copy()
-        x = self._view(x, bottom)
-        y = xp.maximum(x, 0) + self._slope() * xp.minimum(x, 0)
-        self._view(top[0].data, bottom)[...] = y
+        x, y = self._view(x, bottom), self._view(top[0].data, bottom)
+        slope = self.weights[0].data
+        if jit.usable(x, y, slope):
+            relu_jit.prelu(x, slope.reshape(-1), y)
+            return
+        y[...] = xp.maximum(x, 0) + self._slope() * xp.minimum(x, 0)
 
     def backward(self, top, propagate_down, bottom):
         xp = self.xp
         x = self.bottom_memory if top[0] is bottom[0] else bottom[0].data
         x = self._view(x, bottom)
         dy = self._view(top[0].diff, bottom)
+        slope, slope_diff = self.weights[0].data, self.weights[0].diff
+        dx = self._view(bottom[0].diff, bottom)
+        if jit.usable(x, dy, slope, slope_diff, dx):   # Caffe's CPU order, slope sums first
+            relu_jit.prelu_backward(x, dy, slope.reshape(-1),
+                                    slope_diff.reshape(-1) if self.param_propagate_down[0]
+                                    else None, dx if propagate_down[0] else None)
+            return
         # The slope gradient first: writing the bottom diff in place overwrites top diff.
         if self.param_propagate_down[0]:
             contrib = dy * x * (x <= 0)
