@@ -1,7 +1,7 @@
 """CPU speed in one run: caffecli against PyTorch CPU (and real Caffe when a ``caffe`` binary is
-on PATH) on LeNet, CaffeNet, GoogLeNet and ResNet-50 forward-backward; the machine's sgemm rate
-and each net's GEMM-only limit; the peak of memory allocated during one iteration; an SGD
-update of CaffeNet's parameters against torch.optim.SGD's, and a whole training iteration of
+on PATH) on LeNet, CaffeNet, GoogLeNet and ResNet-50 forward-backward (with ``--nets``, CIFAR-10
+quick and full at batch 100 too); the machine's sgemm rate and each net's GEMM-only limit; the
+peak of memory allocated during one iteration; an SGD update of CaffeNet's parameters against torch.optim.SGD's, and a whole training iteration of
 CaffeNet (solver step against forward-backward and optimizer step); CaffeNet's build + 244 MB
 weights load time; and ``caffecli --help``'s time. Prints the core count.
 
@@ -50,7 +50,11 @@ NETS = {
     "caffenet": os.path.join(SHARED, "zoo", "bvlc_reference_caffenet__deploy.prototxt"),
     "googlenet": os.path.join(SHARED, "zoo", "bvlc_googlenet__deploy.prototxt"),
     "resnet50": os.path.join(SHARED, "nets", "KaimingHe__ResNet-50-deploy.prototxt"),
+    "cifar10_quick": os.path.join(SHARED, "zoo", "cifar10__cifar10_quick.prototxt"),
+    "cifar10_full": os.path.join(SHARED, "zoo", "cifar10__cifar10_full.prototxt"),
 }
+BATCH = {"cifar10_quick": 100, "cifar10_full": 100}   # their solvers' training batch (the
+                                                      # deploy nets say 1)
 
 
 def start_kernel_threads():
@@ -414,7 +418,8 @@ def update_ms(path, reps=5):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nets", default="lenet,caffenet,googlenet,resnet50")
+    parser.add_argument("--nets", default="lenet,caffenet,googlenet,resnet50",
+                        help="of " + ",".join(NETS) + " (the CIFAR-10 nets at batch 100)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per net")
     parser.add_argument("--iterations", type=int, default=3, help="timed passes per round")
     parser.add_argument("--by-type", action="store_true",
@@ -438,11 +443,11 @@ def main(argv=None):
                                       os.environ.get("OPENBLAS_CORETYPE", "unset")))
     print("forward-backward, every gradient; ms per iteration, medians of %d rounds x %d"
           % (args.rounds, args.iterations))
-    print("%-10s %6s %10s %10s %7s %10s %8s %7s %9s %10s" % (
+    print("%-13s %6s %10s %10s %7s %10s %8s %7s %9s %10s" % (
         "net", "batch", "caffecli", "pytorch", "ratio", "GEMM-only", "x limit", "sgemm",
         "peak MB", "caffe"))
     for name in args.nets.split(","):
-        net = caffecli_net(NETS[name])
+        net = caffecli_net(NETS[name], BATCH.get(name))
         twin = torch_twin(net)
         caffecli_pass(net)
         twin()
@@ -454,8 +459,8 @@ def main(argv=None):
         mine, other = statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
         net_rate = statistics.median(rates)
         limit = 2.0 * gemm_macs(net) / (net_rate * 1e9) * 1e3
-        real = caffe_ms(NETS[name], args.iterations)
-        print("%-10s %6d %10.1f %10.1f %6.2fx %10.1f %7.2fx %7.0f %9.1f %10s" % (
+        real = None if name in BATCH else caffe_ms(NETS[name], args.iterations)
+        print("%-13s %6d %10.1f %10.1f %6.2fx %10.1f %7.2fx %7.0f %9.1f %10s" % (
             name, net.input_blobs[0].shape[0], mine, other, mine / other, limit, mine / limit,
             net_rate, peak_alloc_mb(net), "-" if real is None else "%.1f" % real))
         if args.by_type:
