@@ -1,9 +1,10 @@
 """CPU speed in one run: caffecli against PyTorch CPU (and real Caffe when a ``caffe`` binary is
 on PATH) on LeNet, CaffeNet, GoogLeNet and ResNet-50 forward-backward (with ``--nets``, CIFAR-10
 quick and full at batch 100 too); the machine's sgemm rate and each net's GEMM-only limit; the
-peak of memory allocated during one iteration; an SGD update of CaffeNet's parameters against torch.optim.SGD's, and a whole training iteration of
-CaffeNet (solver step against forward-backward and optimizer step); CaffeNet's build + 244 MB
-weights load time; and ``caffecli --help``'s time. Prints the core count.
+peak of memory allocated during one iteration; an SGD update of CaffeNet's parameters against
+torch.optim.SGD's, and a whole training iteration of CaffeNet (solver step against
+forward-backward and optimizer step); CaffeNet's build + 244 MB weights load time; and
+``caffecli --help``'s time. Prints the core count.
 
 Run by hand from the repository root (PyTorch is not a dependency of caffecli):
 
