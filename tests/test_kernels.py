@@ -811,3 +811,59 @@ def test_a_closure_driver_loads_from_the_disk_cache_in_a_new_process(tmp_path):
         subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=300)
         entries.append(sorted(p.name for p in tmp_path.rglob("*parts*.nbc")))
     assert entries[0] and entries[1] == entries[0]
+
+
+def _caffe_softmax(x, dy):
+    """softmax_layer.cpp's CPU loops over (outer, C, inner) in x's dtype: the running maximum
+    by std::max, exp of the difference (the C library's, through libm), the channels' sum one
+    after another, the quotient; backward, the dot product one channel after another, then
+    (dy - dot) * y. Returns (y, dx)."""
+    from caffecli.kernels import libm
+    t = x.dtype.type
+    m = x[:, 0].copy()
+    for j in range(1, x.shape[1]):
+        m = numpy.where(m < x[:, j], x[:, j], m)
+    e = libm.exp(numpy, x - m[:, None])
+    total = numpy.zeros_like(m)
+    for j in range(x.shape[1]):
+        total = total + e[:, j]
+    y = e / total[:, None]
+    dot = numpy.zeros_like(m)
+    for j in range(x.shape[1]):
+        dot = dot + dy[:, j] * y[:, j]
+    return y, ((dy - dot[:, None]) * y).astype(t)
+
+
+@pytest.mark.parametrize("shape", [(6, 10, 1), (2, 21, 3000), (1, 3, 5000)])
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_compiled_softmax_is_caffes_loops_bit_for_bit(shape, dtype):
+    """kernels/softmax_jit.py against a transcription of Caffe's loops: the same bits forward
+    and backward (positions split in runs of INNER_CHUNK across the threads). numpy's reduction
+    (the reference, and the device's) sums a classifier's channels pairwise: not these bits."""
+    from caffecli.kernels import activations, softmax_jit
+    rs = numpy.random.RandomState(sum(shape))
+    x = (rs.randn(*shape) * 4).astype(dtype)
+    dy = rs.randn(*shape).astype(dtype)
+    want_y, want_dx = _caffe_softmax(x, dy)
+    y = activations.softmax(numpy, x)
+    assert softmax_jit._forward in jit._compiled
+    dx = activations.softmax_backward(y, dy)
+    assert y.tobytes() == want_y.tobytes() and dx.tobytes() == want_dx.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_compiled_softmax_loss_gradient_is_the_array_expression(dtype):
+    """SoftmaxWithLoss's gradient ((prob - onehot) * valid) * scale in one compiled pass: the
+    bits of the array code (layers/softmax_with_loss.py), ignored positions zero."""
+    from caffecli.kernels import softmax_jit
+    rs = numpy.random.RandomState(2)
+    prob = rs.rand(3, 7, 2500).astype(dtype)
+    labels = rs.randint(0, 7, size=(3, 2500)).astype(numpy.int64)
+    labels[:, ::9] = 255
+    valid = labels != 255
+    scale = dtype(1.0) / dtype(3 * 2500 - valid.size + valid.sum())
+    onehot = numpy.arange(7)[None, :, None] == labels[:, None, :]
+    want = (prob - onehot.astype(dtype)) * valid[:, None, :].astype(dtype) * scale
+    dx = numpy.empty_like(prob)
+    assert softmax_jit.loss_backward(prob, labels, valid, scale, dx) is dx
+    assert dx.tobytes() == want.tobytes() and (dx[:, :, ::9] == 0).all()

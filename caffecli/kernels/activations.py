@@ -1,5 +1,7 @@
 """Activations written once for numpy and cupy, in Caffe's arithmetic."""
-from . import libm
+import numpy
+
+from . import jit, libm, softmax_jit
 
 
 def sigmoid(xp, z, out=None):
@@ -16,14 +18,30 @@ def step_mask(x, below):
     return factor
 
 
-def softmax(xp, x):
-    """Softmax over axis 1 of an (outer, channels, inner) array, max subtracted for stability."""
+def softmax(xp, x, out=None):
+    """Softmax over axis 1 of an (outer, channels, inner) array, max subtracted for stability,
+    into ``out`` where given; compiled on the host (kernels/softmax_jit.py)."""
+    if xp is numpy and jit.usable(x, *([] if out is None else [out])):
+        return softmax_jit.forward(x, numpy.empty_like(x) if out is None else out)
     e = x - x.max(axis=1, keepdims=True)
     libm.exp(xp, e, out=e)
-    return e / e.sum(axis=1, keepdims=True)
+    y = e / e.sum(axis=1, keepdims=True)
+    if out is None:
+        return y
+    out[...] = y
+    return out
 
 
-def softmax_backward(top_data, top_diff):
-    """d(bottom) = (d(top) - <d(top), top> over the channel axis) * top, for (outer, C, inner)."""
+def softmax_backward(top_data, top_diff, out=None):
+    """d(bottom) = (d(top) - <d(top), top> over the channel axis) * top, for (outer, C, inner),
+    into ``out`` where given; compiled on the host."""
+    if isinstance(top_data, numpy.ndarray) and jit.usable(top_data, top_diff,
+                                                          *([] if out is None else [out])):
+        return softmax_jit.backward(top_data, top_diff,
+                                    numpy.empty_like(top_data) if out is None else out)
     dot = (top_diff * top_data).sum(axis=1, keepdims=True)
-    return (top_diff - dot) * top_data
+    d = (top_diff - dot) * top_data
+    if out is None:
+        return d
+    out[...] = d
+    return out

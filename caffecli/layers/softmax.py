@@ -22,11 +22,10 @@ class SoftmaxLayer(Layer):
         top[0].reshape_like(bottom[0])
 
     def forward(self, bottom, top):
-        y = softmax(self.xp, bottom[0].data.reshape(self.dims))
-        top[0].data.reshape(self.dims)[...] = y
+        softmax(self.xp, bottom[0].data.reshape(self.dims), top[0].data.reshape(self.dims))
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
-        d = softmax_backward(top[0].data.reshape(self.dims), top[0].diff.reshape(self.dims))
-        bottom[0].diff.reshape(self.dims)[...] = d
+        softmax_backward(top[0].data.reshape(self.dims), top[0].diff.reshape(self.dims),
+                         bottom[0].diff.reshape(self.dims))

@@ -2,7 +2,7 @@
 (softmax_loss_layer)."""
 import numpy
 
-from ..kernels import device, libm
+from ..kernels import device, jit, libm, softmax_jit
 from ..kernels.activations import softmax
 from ..layer import LossLayer
 from ..registry import register_layer, say_creating
@@ -47,7 +47,8 @@ class SoftmaxWithLossLayer(LossLayer):
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
         self.flags = None                 # the device kernels' label flags (forward_gpu)
-        self.prob = softmax(xp, bottom[0].data.reshape(self._dims()))
+        x = bottom[0].data.reshape(self._dims())
+        self.prob = softmax(xp, x, self.scratch("prob", x.shape, dt) if xp is numpy else None)
         self.labels = labels = int_labels(xp, bottom[1], (self.outer, self.inner))
         self.valid = valid = label_mask(self, xp, labels, self.channels, self.ignore_label,
                                         defer=True)
@@ -99,6 +100,12 @@ class SoftmaxWithLossLayer(LossLayer):
             return
         xp = self.xp
         dt = numpy.dtype(bottom[0].dtype)
+        scale = loss_weight(top) / self.norm
+        dx = bottom[0].diff.reshape(self._dims())
+        if jit.usable(self.prob, dx) and all(isinstance(a, numpy.ndarray) and a.flags.c_contiguous
+                                             for a in (self.labels, self.valid)):
+            softmax_jit.loss_backward(self.prob, self.labels, self.valid, scale, dx)
+            return
         onehot = xp.arange(self.channels)[None, :, None] == self.labels[:, None, :]
         d = (self.prob - onehot.astype(dt)) * self.valid[:, None, :].astype(dt)
-        bottom[0].diff.reshape(self._dims())[...] = d * (loss_weight(top) / self.norm)
+        dx[...] = d * scale
