@@ -100,29 +100,33 @@ def test_the_layer_takes_the_compiled_path_only_where_it_applies(monkeypatch):
     assert not jit.usable(x, x)
 
 
+def _top_and_bottom_diff(text, x, dy, dtype, jit_flag, monkeypatch):
+    """The net of ``text`` (bottom "x", top "y") run forward and backward with CAFFECLI_JIT set
+    to ``jit_flag``: (y's data, x's diff)."""
+    from caffecli.net import Net
+    from caffecli.proto import caffe_pb2
+    from caffecli.proto.io import parse_text
+    monkeypatch.setenv("CAFFECLI_JIT", jit_flag)
+    net = Net(parse_text(text, caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype,
+              log=False)
+    net.blob_by_name("x").data[...] = x
+    net.forward_pass()
+    net.blob_by_name("y").diff[...] = dy
+    net.backward_pass()
+    return net.blob_by_name("y").data.copy(), net.blob_by_name("x").diff.copy()
+
+
 @pytest.mark.parametrize("size,channels", [(5, 12), (3, 2), (5, 3), (1, 4)])
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 def test_compiled_lrn_matches_the_reference(size, channels, dtype, monkeypatch):
     """ACROSS_CHANNELS LRN through the layer, compiled and with CAFFECLI_JIT=0."""
-    from caffecli.proto import caffe_pb2
-    from caffecli.proto.io import parse_text
-    from caffecli.net import Net
     text = ('input: "x" input_shape { dim: 3 dim: %d dim: 5 dim: 6 } force_backward: true '
             'layer { name: "n" type: "LRN" bottom: "x" top: "y" lrn_param { local_size: %d '
             'alpha: 0.3 beta: 0.75 k: 2 } }' % (channels, size))
     rs = numpy.random.RandomState(size)
     x = rs.randn(3, channels, 5, 6)
     dy = rs.randn(3, channels, 5, 6)
-    results = []
-    for flag in ("1", "0"):
-        monkeypatch.setenv("CAFFECLI_JIT", flag)
-        net = Net(parse_text(text, caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype,
-                  log=False)
-        net.blob_by_name("x").data[...] = x
-        net.forward_pass()
-        net.blob_by_name("y").diff[...] = dy
-        net.backward_pass()
-        results.append((net.blob_by_name("y").data.copy(), net.blob_by_name("x").diff.copy()))
+    results = [_top_and_bottom_diff(text, x, dy, dtype, flag, monkeypatch) for flag in "10"]
     from caffecli.kernels import lrn_jit
     assert lrn_jit._forward in jit._compiled and lrn_jit._backward in jit._compiled
     tol = 1e-5 if dtype == numpy.float32 else 1e-12
@@ -213,9 +217,6 @@ def test_compiled_within_channel_lrn_is_caffes_loops_bit_for_bit(size, hw, dtype
     Caffe's composition run as its loops; with CAFFECLI_JIT=0 (numpy, whose pooling gradient
     sums in another order) within rounding."""
     from caffecli.kernels import lrn_jit
-    from caffecli.net import Net
-    from caffecli.proto import caffe_pb2
-    from caffecli.proto.io import parse_text
     text = ('input: "x" input_shape { dim: 2 dim: 3 dim: %d dim: %d } force_backward: true '
             'layer { name: "n" type: "LRN" bottom: "x" top: "y" lrn_param { local_size: %d '
             'alpha: 0.7 beta: 0.75 norm_region: WITHIN_CHANNEL engine: CAFFE } }'
@@ -223,16 +224,7 @@ def test_compiled_within_channel_lrn_is_caffes_loops_bit_for_bit(size, hw, dtype
     rs = numpy.random.RandomState(size + hw[1])
     x = rs.randn(2, 3, *hw).astype(dtype)
     dy = rs.randn(2, 3, *hw).astype(dtype)
-    results = []
-    for flag in ("1", "0"):
-        monkeypatch.setenv("CAFFECLI_JIT", flag)
-        net = Net(parse_text(text, caffe_pb2.NetParameter()), caffe_pb2.TRAIN, dtype=dtype,
-                  log=False)
-        net.blob_by_name("x").data[...] = x
-        net.forward_pass()
-        net.blob_by_name("y").diff[...] = dy
-        net.backward_pass()
-        results.append((net.blob_by_name("y").data.copy(), net.blob_by_name("x").diff.copy()))
+    results = [_top_and_bottom_diff(text, x, dy, dtype, flag, monkeypatch) for flag in "10"]
     assert lrn_jit._within_forward in jit._compiled and lrn_jit._within_backward in jit._compiled
     want = _caffe_within_channel(x, dy, size, 0.7, 0.75)
     for got, expected in zip(results[0], want):
