@@ -126,3 +126,14 @@ def test_elu_is_caffes_expression_on_the_c_librarys_exp(dtype):
     out = numpy.empty_like(x)
     assert libm.elu_backward(numpy, x, got, dy, float(alpha), out) is out
     assert out.tobytes() == (dy * step).tobytes()
+
+
+def test_float32_sigmoid_in_place_is_the_same_bits():
+    """In place (a Sigmoid layer whose top is its bottom) the shortcut's second loop must read
+    the inputs, not the outputs the first loop wrote over them: the tails included."""
+    x = numpy.concatenate([R.randn(5000) * 12, [-40.0, -25.0, -17.5, numpy.nan]]).astype(
+        numpy.float32)
+    want = libm.sigmoid(numpy, x)
+    y = x.copy()
+    assert libm.sigmoid(numpy, y, out=y) is y
+    assert y.tobytes() == want.tobytes()
