@@ -137,3 +137,17 @@ def test_float32_sigmoid_in_place_is_the_same_bits():
     y = x.copy()
     assert libm.sigmoid(numpy, y, out=y) is y
     assert y.tobytes() == want.tobytes()
+
+
+def test_bnll_is_caffes_branches_at_the_edges():
+    """The branch-free BNLL against bnll_layer.cpp's two branches, through the C library, at
+    zeros, infinities, NaN and far in both tails."""
+    x = numpy.concatenate([R.randn(2000) * 30, [0.0, -0.0, numpy.inf, -numpy.inf, numpy.nan,
+                                                1e-30, -1e-30, 88.0, -88.0, 1e30, -1e30]])
+    x = x.astype(numpy.float32)
+    exp32, log64 = c_function("exp", numpy.float32), c_function("log", numpy.float64)
+    with numpy.errstate(invalid="ignore", over="ignore"):
+        want = numpy.where(x > 0, x.astype(numpy.float64)
+                           + log64(1.0 + exp32(-x).astype(numpy.float64)),
+                           log64(1.0 + exp32(x).astype(numpy.float64))).astype(numpy.float32)
+    assert libm.bnll(numpy, x).tobytes() == want.tobytes()
