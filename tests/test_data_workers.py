@@ -190,7 +190,7 @@ def test_convert_imageset_writes_and_logs_the_same_for_any_thread_count(tmp_path
     # which the file's bytes match (Caffe's matchExt), so its record keeps them
     (tmp_path / "list.txt").write_text("".join("%s/%s %d\n" % (tmp_path, n, i)
                                                for i, n in enumerate(names)))
-    monkeypatch.setattr(convert_imageset, "BLOCK", 4)   # several blocks, one partly failing
+    monkeypatch.setattr(workers, "BLOCK", 4)   # several blocks, one partly failing
     results = []
     for threads in (1, 3):
         monkeypatch.setenv("CAFFECLI_DATA_THREADS", str(threads))
@@ -221,7 +221,7 @@ def test_compute_image_mean_is_the_same_for_any_thread_count(tmp_path, monkeypat
     """Records decoded side by side, summed in key order: the same float32 mean bits."""
     from caffecli.tools import compute_image_mean
     path = _encoded_db(tmp_path)
-    monkeypatch.setattr(compute_image_mean, "BLOCK", 3)
+    monkeypatch.setattr(workers, "BLOCK", 3)
     means = []
     for threads in (1, 3):
         monkeypatch.setenv("CAFFECLI_DATA_THREADS", str(threads))

@@ -10,6 +10,7 @@ CAFFECLI_DATA_THREADS sets their number; by default a quarter of the cores (OMP_
 the CPU affinity), at most 4, at least 1: one keeps all the work on the prefetch thread, as
 Caffe's single InternalThread does.
 """
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -18,6 +19,7 @@ from ..kernels import threads
 from ..util import environ
 
 MAX_DEFAULT = 4
+BLOCK = 256   # items ``in_order`` computes side by side before it hands them on
 _lock = threading.Lock()
 _pools = {}   # (process, thread count) -> executor: a forked child makes its own
 
@@ -76,3 +78,15 @@ def map_items(fn, items, parts=None):
             out[i] = fn(items[i])
     each_run(len(items), work, parts)
     return out
+
+
+def in_order(fn, items, parts=None):
+    """(item, fn(item)) for each of ``items`` (any iterable, read BLOCK at a time) in order,
+    each block's fn computed side by side on ``parts`` data threads (``map_items``): a
+    converter's reads on every core, its writes and log lines in the input's order."""
+    items = iter(items)
+    while True:
+        block = list(itertools.islice(items, BLOCK))
+        if not block:
+            return
+        yield from zip(block, map_items(fn, block, parts))

@@ -5,8 +5,6 @@ count; prints the per-channel mean values. Blocks of records are decoded on the 
 (data/workers.py: every core unless CAFFECLI_DATA_THREADS says otherwise) and summed in key
 order, so the mean is the same bits as one thread's.
 """
-import itertools
-
 import click
 import numpy
 
@@ -20,9 +18,6 @@ from ..proto.io import write_binary
 from ..util.paths import as_path
 from ..util.progress import progress
 from ._common import GflagsCommand
-
-
-BLOCK = 256  # records decoded side by side on the data threads, then summed in key order
 
 
 @click.command("compute_image_mean", cls=GflagsCommand,
@@ -49,29 +44,24 @@ def run(input_db, output_file=None, backend="lmdb"):
     output_file = as_path(output_file) if output_file else output_file
     total, count, shape = None, 0, None
     bar = progress(None, "compute_image_mean")
-    parts = workers.count(every_core=True)
     records = db_mod.iterate(input_db, backend)
-    while True:
-        block = list(itertools.islice(records, BLOCK))
-        if not block:
-            break
-        for name, d, arr in workers.map_items(lambda record: _decode(input_db, *record),
-                                              block, parts):
-            if total is None:
-                if d.encoded:
-                    glog.info("compute_image_mean.decoding", "Decoding Datum")
-                shape = arr.shape
-                total = numpy.zeros(shape, dtype=numpy.float32)
-                glog.info("compute_image_mean.start", "Starting iteration")
-            if arr.shape != shape:
-                raise CaffeError("%s: incorrect data size %s (the first record is %s)"
-                                 % (name, "x".join(map(str, arr.shape)),
-                                    "x".join(map(str, shape))))
-            numpy.add(total, arr, out=total)   # each value made float32, then added
-            count += 1
-            bar.update()
-            if count % 10000 == 0:
-                glog.info("compute_image_mean.processed", "Processed %d files." % count)
+    for _, (name, d, arr) in workers.in_order(lambda record: _decode(input_db, *record), records,
+                                              workers.count(every_core=True)):
+        if total is None:
+            if d.encoded:
+                glog.info("compute_image_mean.decoding", "Decoding Datum")
+            shape = arr.shape
+            total = numpy.zeros(shape, dtype=numpy.float32)
+            glog.info("compute_image_mean.start", "Starting iteration")
+        if arr.shape != shape:
+            raise CaffeError("%s: incorrect data size %s (the first record is %s)"
+                             % (name, "x".join(map(str, arr.shape)),
+                                "x".join(map(str, shape))))
+        numpy.add(total, arr, out=total)   # each value made float32, then added
+        count += 1
+        bar.update()
+        if count % 10000 == 0:
+            glog.info("compute_image_mean.processed", "Processed %d files." % count)
     bar.close()
     if count % 10000:
         glog.info("compute_image_mean.processed_all", "Processed %d files." % count)

@@ -20,9 +20,6 @@ from ..util.progress import progress
 from ._common import GflagsCommand, bool_flag
 
 
-BLOCK = 256  # images read side by side on the data threads, then written in the list's order
-
-
 def _match_ext(filename, enc):
     ext = filename.rsplit(".", 1)[-1].lower()
     enc = enc.lower()
@@ -89,38 +86,34 @@ def run(root_folder, list_file, db_name, gray=False, shuffle=False, backend="lmd
         glog.info("convert_imageset.encode_type", "encode_type specified, assuming encoded=true.")
     resize_height, resize_width = max(0, resize_height), max(0, resize_width)
     count, data_size = 0, None
-    parts = workers.count(every_core=True)
 
-    def read(job):
-        (_, (name, label)), enc = job
+    def read(item):
+        _, (name, label) = item
         return image_to_datum(root_folder + name, label, resize_height, resize_width, is_color,
-                              enc)
+                              _encoding(name, encoded, encode_type))
     with db_mod.new_database(db_name, backend) as writer, \
             progress(len(lines), "convert_imageset") as bar:
-        for start in range(0, len(lines), BLOCK):
-            block = list(enumerate(lines[start:start + BLOCK], start))
-            encodings = [_encoding(name, encoded, encode_type) for _, (name, _) in block]
-            datums = workers.map_items(read, list(zip(block, encodings)), parts)
-            for (line_id, (name, label)), datum in zip(block, datums):
-                bar.update()
-                if encoded and not encode_type and "." not in name:
-                    glog.warning("convert_imageset.unknown_encoding",
-                                 "Failed to guess the encoding of '%s'" % name)
-                if datum is None:
-                    glog.error("io.cannot_open_image",
-                               "Could not open or find file " + root_folder + name)
-                    continue
-                if check_size:
-                    if data_size is None:
-                        data_size = datum.channels * datum.height * datum.width
-                    elif len(datum.data) != data_size:
-                        raise CaffeError("%s: incorrect data field size %d (the first image has "
-                                         "%d)" % (root_folder + name, len(datum.data), data_size))
-                writer.put("%08d_%s" % (line_id, name), datum.SerializeToString())
-                count += 1
-                if count % 1000 == 0:
-                    writer.commit()
-                    glog.info("convert_imageset.processed", "Processed %d files." % count)
+        for (line_id, (name, label)), datum in workers.in_order(
+                read, enumerate(lines), workers.count(every_core=True)):
+            bar.update()
+            if encoded and not encode_type and "." not in name:
+                glog.warning("convert_imageset.unknown_encoding",
+                             "Failed to guess the encoding of '%s'" % name)
+            if datum is None:
+                glog.error("io.cannot_open_image",
+                           "Could not open or find file " + root_folder + name)
+                continue
+            if check_size:
+                if data_size is None:
+                    data_size = datum.channels * datum.height * datum.width
+                elif len(datum.data) != data_size:
+                    raise CaffeError("%s: incorrect data field size %d (the first image has %d)"
+                                     % (root_folder + name, len(datum.data), data_size))
+            writer.put("%08d_%s" % (line_id, name), datum.SerializeToString())
+            count += 1
+            if count % 1000 == 0:
+                writer.commit()
+                glog.info("convert_imageset.processed", "Processed %d files." % count)
     if count % 1000:
         glog.info("convert_imageset.processed_all", "Processed %d files." % count)
     return count
