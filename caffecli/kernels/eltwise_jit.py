@@ -11,7 +11,6 @@ import numpy
 
 from . import jit
 from .jit import kernel
-from .threads import for_parts
 
 
 def _first_two(a, b, out, mask):
@@ -33,10 +32,6 @@ def _routed(mask, k, dy, zero, dx):
         dx[i] = dy[i] if mask[i] == k else zero
 
 
-def _flat(*arrays):
-    return [a.reshape(-1) for a in arrays]
-
-
 def usable(*arrays):
     """Whether the kernels take these arrays: C-ordered host float arrays of one dtype and a
     C-ordered host int32 mask."""
@@ -48,20 +43,11 @@ def usable(*arrays):
 
 def max_forward(bottoms, out, mask):
     """out = the elementwise maximum of the bottoms' arrays, mask (int32) = the winner's index."""
-    a, b, y, m = _flat(bottoms[0], bottoms[1], out, mask)
-    first, later = kernel(_first_two), kernel(_later)
-    for_parts(numpy, lambda s, e: first(a[s:e], b[s:e], y[s:e], m[s:e]), y.size, y.size,
-              jit.PASS_MIN_PART)
+    jit.over_parts(kernel(_first_two), bottoms[0], bottoms[1], out, mask)
     for k, x in enumerate(bottoms[2:], 2):
-        x = x.reshape(-1)
-        for_parts(numpy, lambda s, e: later(x[s:e], numpy.int32(k), y[s:e], m[s:e]), y.size,
-                  y.size, jit.PASS_MIN_PART)
+        jit.over_parts(kernel(_later), x, numpy.int32(k), out, mask)
 
 
 def max_backward(mask, k, dy, dx):
     """dx = dy where bottom ``k`` won, else 0."""
-    m, g, d = _flat(mask, dy, dx)
-    routed = kernel(_routed)
-    zero = dx.dtype.type(0)
-    for_parts(numpy, lambda s, e: routed(m[s:e], numpy.int32(k), g[s:e], zero, d[s:e]), d.size,
-              d.size, jit.PASS_MIN_PART)
+    jit.over_parts(kernel(_routed), mask, numpy.int32(k), dy, dx.dtype.type(0), dx)

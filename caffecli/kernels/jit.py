@@ -40,6 +40,17 @@ def usable(*arrays):
     return True
 
 
+def over_parts(run, *args, min_part=PASS_MIN_PART):
+    """run(*args), a compiled elementwise pass, over consecutive parts of its flat arrays on the
+    kernel threads (threads.for_parts): each array argument (C-ordered, all of one size) cut
+    to the part, the others passed as they are."""
+    from .threads import for_parts
+    flat = [a.reshape(-1) if isinstance(a, numpy.ndarray) else a for a in args]
+    n = next(a.size for a in flat if isinstance(a, numpy.ndarray))
+    for_parts(numpy, lambda s, e: run(*[a[s:e] if isinstance(a, numpy.ndarray) else a
+                                        for a in flat]), n, n, min_part)
+
+
 def fast(*flags):
     """Mark a plain kernel function to compile with LLVM's fastmath ``flags`` (e.g. "reassoc":
     vectorized sums) wherever it compiles: called from Python (``kernel``) or from a driver

@@ -16,7 +16,6 @@ import numpy
 
 from . import jit
 from .jit import kernel
-from .threads import for_parts
 
 MIN_PART = 1 << 13   # values per thread: a library call costs ~5 ns, 4x a copy
 
@@ -138,9 +137,7 @@ def _apply(loops, xp_fn, x, out, *args):
         out[...] = y
         return out
     y = out if out is not None and jit.usable(out) else numpy.empty_like(x)
-    xf, yf = x.reshape(-1), y.reshape(-1)
-    compiled = kernel(loops)
-    for_parts(numpy, lambda a, b: compiled(xf[a:b], *args, yf[a:b]), xf.size, xf.size, MIN_PART)
+    jit.over_parts(kernel(loops), x, *args, y, min_part=MIN_PART)
     if out is not None and out is not y:
         out[...] = y
         return out
@@ -183,10 +180,7 @@ def sigmoid_backward(xp, y, dy, out):
     if not jit.usable(y, dy, out):
         out[...] = (dy * y) * (1.0 - y.astype(numpy.float64))
         return out
-    yf, gf, of = y.reshape(-1), dy.reshape(-1), out.reshape(-1)
-    compiled = kernel(_sigmoid_backward)
-    for_parts(numpy, lambda a, b: compiled(yf[a:b], gf[a:b], of[a:b]), yf.size, yf.size,
-              jit.PASS_MIN_PART)
+    jit.over_parts(kernel(_sigmoid_backward), y, dy, out)
     return out
 
 
@@ -206,10 +200,7 @@ def elu_backward(xp, x, y, dy, alpha, out):
     if not jit.usable(x, y, dy, out):
         out[...] = dy * ((x > 0) + (y + t(alpha)) * (x <= 0))
         return out
-    xf, yf, gf, of = (a.reshape(-1) for a in (x, y, dy, out))
-    compiled = kernel(_elu_backward)
-    for_parts(numpy, lambda a, b: compiled(xf[a:b], yf[a:b], gf[a:b], t(alpha), t(0), t(1),
-                                           of[a:b]), xf.size, xf.size, jit.PASS_MIN_PART)
+    jit.over_parts(kernel(_elu_backward), x, y, dy, t(alpha), t(0), t(1), out)
     return out
 
 

@@ -13,7 +13,6 @@ import numpy
 
 from . import jit
 from .jit import kernel
-from .threads import for_parts
 
 _LOOPS = {}   # (kind, reg): the update loop, made once
 wide = numpy.float64   # the loops' float64 steps (one rounding for float32 data)
@@ -98,6 +97,4 @@ def update(name, w, g, histories, lr, norm, reg, decay, constants):
     kind = SOLVERS.index(name)
     k = tuple(t(v) for v in _constants(kind, constants))
     run = _specialized(kind, reg)
-    for_parts(numpy, lambda i0, i1: run(w[i0:i1], g[i0:i1], h[i0:i1], h2[i0:i1], t(lr),
-                                        t(norm), t(decay), *k, t(0), t(1), t(0.5)),
-              w.size, w.size, jit.PASS_MIN_PART)
+    jit.over_parts(run, w, g, h, h2, t(lr), t(norm), t(decay), *k, t(0), t(1), t(0.5))
