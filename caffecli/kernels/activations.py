@@ -21,7 +21,7 @@ def step_mask(x, below):
 def softmax(xp, x, out=None):
     """Softmax over axis 1 of an (outer, channels, inner) array, max subtracted for stability,
     into ``out`` where given; compiled on the host (kernels/softmax_jit.py)."""
-    if xp is numpy and jit.usable(x, *([] if out is None else [out])):
+    if jit.usable(x) and (out is None or jit.usable(out)):
         return softmax_jit.forward(x, numpy.empty_like(x) if out is None else out)
     e = x - x.max(axis=1, keepdims=True)
     libm.exp(xp, e, out=e)
@@ -35,8 +35,7 @@ def softmax(xp, x, out=None):
 def softmax_backward(top_data, top_diff, out=None):
     """d(bottom) = (d(top) - <d(top), top> over the channel axis) * top, for (outer, C, inner),
     into ``out`` where given; compiled on the host."""
-    if isinstance(top_data, numpy.ndarray) and jit.usable(top_data, top_diff,
-                                                          *([] if out is None else [out])):
+    if jit.usable(top_data, top_diff) and (out is None or jit.usable(out)):
         return softmax_jit.backward(top_data, top_diff,
                                     numpy.empty_like(top_data) if out is None else out)
     dot = (top_diff * top_data).sum(axis=1, keepdims=True)

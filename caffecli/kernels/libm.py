@@ -52,25 +52,29 @@ CERTAIN = 2.0 ** -46  # an absolute bound on |1 / (1 + exp(-x)) - Caffe's sigmoi
                       # plus its final add's half ulp (under 2e-16); 2^-46 is 1.4e-14
 
 
+def _rounds_alike(f):
+    """Whether every double within CERTAIN of f rounds to float32 as f does (rounding is
+    monotonic: its interval's ends suffice); False for NaN."""
+    r = numpy.float32(f)
+    return numpy.float32(f - CERTAIN) == r and numpy.float32(f + CERTAIN) == r
+
+
 def _sigmoid_single(x, y):
     """``_sigmoid`` of float32 x by way of 1 / (1 + exp(-x)) in double, where that and Caffe's
-    double expression provably round to the same float32: they differ by under CERTAIN, and
-    the ends of that interval round alike (rounding is monotonic). Elsewhere (tiny results, a
-    value next to a rounding boundary, NaN) Caffe's expression itself, in a second loop that
-    cannot vectorize: vectorized, both branches would run for every value. exp costs a fifth
-    of tanh, and the test is two conversions."""
+    double expression, under CERTAIN apart, provably round to the same float32
+    (``_rounds_alike``). Elsewhere (tiny results, a value next to a rounding boundary, NaN)
+    Caffe's expression itself, in a second loop that cannot vectorize: vectorized, both
+    branches would run for every value. exp costs a fifth of tanh, and the test is two
+    conversions."""
     unsure = 0
     for i in range(x.size):
         f = 1.0 / (1.0 + math.exp(-numpy.float64(x[i])))
-        r = numpy.float32(f)
-        y[i] = r
-        unsure += not (numpy.float32(f - CERTAIN) == r and numpy.float32(f + CERTAIN) == r)
+        y[i] = numpy.float32(f)
+        unsure += not _rounds_alike(f)
     i = 0
     while unsure:   # ends after the last unsure value: uncountable, so not vectorized
         v = numpy.float64(x[i])
-        f = 1.0 / (1.0 + math.exp(-v))
-        r = numpy.float32(f)
-        if not (numpy.float32(f - CERTAIN) == r and numpy.float32(f + CERTAIN) == r):
+        if not _rounds_alike(1.0 / (1.0 + math.exp(-v))):
             y[i] = 0.5 * math.tanh(0.5 * v) + 0.5
             unsure -= 1
         i += 1

@@ -107,14 +107,15 @@ def _prelu(x, slope, zero, c0, c1, y):
 def _prelu_backward(x, dy, slope, zero, one, c0, c1, slope_diff, dx, want_slope, want_input):
     """For channels c0..c1 of (n, C, P) arrays: slope_diff[c] += dy * x * (x <= 0), one value
     after another in Caffe's order (its CPU loop), and dx = dy * ((x > 0) + slope[c] * (x <=
-    0)); a shared slope (size 1) takes only dx here."""
+    0)); ``want_slope`` only for a slope per channel (a shared one's sum is
+    ``_shared_slope_sum``'s)."""
     shared = slope.size == 1
     for c in range(c0, c1):
         s = slope[0] if shared else slope[c]
-        total = zero if shared else slope_diff[c]
+        total = slope_diff[c] if want_slope else zero
         for i in range(x.shape[0]):
             row, grad = x[i, c], dy[i, c]
-            if want_slope and not shared:
+            if want_slope:
                 for t in range(row.size):
                     v = row[t]
                     total += grad[t] * v * (one if v <= zero else zero)
@@ -124,7 +125,7 @@ def _prelu_backward(x, dy, slope, zero, one, c0, c1, slope_diff, dx, want_slope,
                     v = row[t]
                     out[t] = grad[t] * ((one if v > zero else zero)
                                         + s * (one if v <= zero else zero))
-        if want_slope and not shared:
+        if want_slope:
             slope_diff[c] = total
 
 

@@ -80,29 +80,34 @@ def _units(x):
     return per_item, x.shape[0] * per_item
 
 
+def _span(u, per_item, inner):
+    """Work unit u's outer item and its run of positions: (i, k0, k1)."""
+    i, k0 = u // per_item, (u % per_item) * INNER_CHUNK
+    return i, k0, min(inner, k0 + INNER_CHUNK)
+
+
 def _forward_parts(bounds, x, per_item, y):
     for p in prange(bounds.size - 1):
         m = numpy.empty(INNER_CHUNK, y.dtype)
         s = numpy.empty(INNER_CHUNK, y.dtype)
         for u in range(bounds[p], bounds[p + 1]):
-            i, k0 = u // per_item, (u % per_item) * INNER_CHUNK
-            _forward(x, i, k0, min(x.shape[2], k0 + INNER_CHUNK), m, s, y)
+            i, k0, k1 = _span(u, per_item, x.shape[2])
+            _forward(x, i, k0, k1, m, s, y)
 
 
 def _backward_parts(bounds, y, dy, per_item, dx):
     for p in prange(bounds.size - 1):
         s = numpy.empty(INNER_CHUNK, y.dtype)
         for u in range(bounds[p], bounds[p + 1]):
-            i, k0 = u // per_item, (u % per_item) * INNER_CHUNK
-            _backward(y, dy, i, k0, min(y.shape[2], k0 + INNER_CHUNK), s, dx)
+            i, k0, k1 = _span(u, per_item, y.shape[2])
+            _backward(y, dy, i, k0, k1, s, dx)
 
 
 def _loss_backward_parts(bounds, prob, labels, valid, scale, one, zero, per_item, dx):
     for p in prange(bounds.size - 1):
         for u in range(bounds[p], bounds[p + 1]):
-            i, k0 = u // per_item, (u % per_item) * INNER_CHUNK
-            _loss_backward(prob, labels, valid, scale, one, zero, i, k0,
-                           min(prob.shape[2], k0 + INNER_CHUNK), dx)
+            i, k0, k1 = _span(u, per_item, prob.shape[2])
+            _loss_backward(prob, labels, valid, scale, one, zero, i, k0, k1, dx)
 
 
 def forward(x, y):
