@@ -1,10 +1,11 @@
 """BatchNorm: per-channel normalization with running statistics, Caffe's arithmetic
-(batch_norm_layer); with global statistics one compiled pass each way on the host
-(kernels/channel_jit.py)."""
+(batch_norm_layer); on the host compiled passes, one each way with global statistics
+(kernels/channel_jit.py), two each way with the batch's (kernels/batch_norm_jit.py, the same
+bits as the numpy code here)."""
 import numpy
 
 from ..blob import Blob
-from ..kernels import channel_jit, device, jit
+from ..kernels import batch_norm_jit, channel_jit, device, jit
 from ..kernels.threads import for_parts
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
@@ -59,8 +60,14 @@ class BatchNormLayer(NeuronLayer):
 
     def _channel_sum(self, a, b=None, scale=1.0):
         """Per-channel sum of a (or of a * b) over spatial, times scale, then summed over num
-        (Caffe's two gemvs)."""
-        per_item = a.sum(axis=2) if b is None else self.xp.einsum("ncs,ncs->nc", a, b)
+        (Caffe's two gemvs). On the host each sum adds its values one after another, as
+        Caffe's gemvs do over short rows and batch_norm_jit's kernels do (a cumulative sum's
+        last value, plus zero as a sum from zero: -0.0 becomes 0.0)."""
+        values = a if b is None else a * b
+        if self.xp is numpy:
+            per_item = values.cumsum(axis=2)[:, :, -1] + a.dtype.type(0)
+        else:
+            per_item = values.sum(axis=2)
         if scale != 1.0:
             per_item *= a.dtype.type(scale)
         return per_item.sum(axis=0)
@@ -85,15 +92,24 @@ class BatchNormLayer(NeuronLayer):
     def forward(self, bottom, top):
         x = self._view(bottom[0].data, bottom)
         if not self.use_global_stats:
-            mean, x_norm, var = self._centered_moments(x)
+            y = self._view(top[0].data, bottom)
+            compiled = jit.usable(x, y) and x.size > 0
+            if compiled:
+                x_norm = self.x_norm = self.scratch("x_norm", x.shape, x.dtype)
+                mean, var = batch_norm_jit.moments(x, x_norm)
+            else:
+                mean, x_norm, var = self._centered_moments(x)
             maf = self.moving_average_fraction
             self.weights[2].data[...] = self.weights[2].data * maf + 1
             self.weights[0].data[...] = mean + self.weights[0].data * maf
             self.weights[1].data[...] = (var * self._correction(bottom)
                                          + self.weights[1].data * maf)
             self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
+            if compiled:
+                batch_norm_jit.normalize(x_norm, self.std.reshape(-1), y)
+                return
             x_norm /= self.std
-            self._view(top[0].data, bottom)[...] = x_norm
+            y[...] = x_norm
             return
         mean, std = self.global_moments(x.dtype)
         self.std = std.reshape(1, -1, 1)
@@ -160,6 +176,10 @@ class BatchNormLayer(NeuronLayer):
                 xp.divide(dy, self.std, out=dx)
             return
         y = self.x_norm
+        dx = self._view(bottom[0].diff, bottom)
+        if jit.usable(y, dy, dx, self.std):
+            batch_norm_jit.backward(y, dy, self.std.reshape(-1), dx)
+            return
         n = y.shape[0] * y.shape[2]
         # dx = (dy - mean(dy) - mean(dy * y) * y) / sqrt(var + eps), means per channel, in
         # Caffe's order: (y * sum(dy y) + sum(dy)) * (-1/n) + dy, then / std
@@ -170,4 +190,4 @@ class BatchNormLayer(NeuronLayer):
         g += total
         g *= y.dtype.type(-1.0 / n)
         g += dy
-        xp.divide(g, self.std, out=self._view(bottom[0].diff, bottom))
+        xp.divide(g, self.std, out=dx)
