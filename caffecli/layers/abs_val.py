@@ -1,4 +1,6 @@
-"""AbsVal: |x| (Caffe's absval_layer)."""
+"""AbsVal: |x| (Caffe's absval_layer); one compiled pass each way on the host
+(kernels/abs_jit.py)."""
+from ..kernels import abs_jit, jit
 from ..layer import NeuronLayer
 from ..registry import register_layer
 
@@ -12,8 +14,19 @@ class AbsValLayer(NeuronLayer):
             raise self.error("AbsVal Layer does not allow in-place computation.")
 
     def forward(self, bottom, top):
-        self.xp.abs(bottom[0].data, out=top[0].data)
+        x, y = bottom[0].data, top[0].data
+        if jit.usable(x, y):
+            abs_jit.forward(x, y)
+            return
+        self.xp.abs(x, out=y)
 
     def backward(self, top, propagate_down, bottom):
-        if propagate_down[0]:
-            bottom[0].diff[...] = self.xp.sign(bottom[0].data) * top[0].diff
+        if not propagate_down[0]:
+            return
+        x, dy, dx = bottom[0].data, top[0].diff, bottom[0].diff
+        if jit.usable(x, dy, dx):
+            abs_jit.backward(x, dy, dx)
+            return
+        # Caffe's caffe_sign: (0 < x) - (x < 0), so 0 (not NaN) for a NaN input
+        sign = (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
+        self.xp.multiply(sign, dy, out=dx)
