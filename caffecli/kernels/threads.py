@@ -223,3 +223,29 @@ def for_native(driver, n, elements, *args, min_part=None):
         return
     for_parts(numpy, lambda a, b: serial(numpy.array([a, b], numpy.int64), *args), n, elements,
               min_part)
+
+
+COPY_MIN_PART = 1 << 17  # values a part of a plain copy at least: smaller copies run faster
+                         # whole (2 cores: 200K values 26 us whole, 38 split; 800K 265 -> 180 us)
+
+
+def split_copy(xp, dst, src):
+    """dst[...] = src for two 2-D arrays of one shape (views of blobs), split across the
+    threads by rows where there are as many as threads, else by columns."""
+    rows, cols = dst.shape
+    if rows >= num_threads():
+        for_parts(xp, lambda a, b: dst[a:b].__setitem__(Ellipsis, src[a:b]), rows, dst.size,
+                  COPY_MIN_PART)
+    else:
+        for_parts(xp, lambda a, b: dst[:, a:b].__setitem__(Ellipsis, src[:, a:b]), cols,
+                  dst.size, COPY_MIN_PART)
+
+
+def split_sum(xp, terms, out):
+    """out = terms[0] + terms[1] + ... (flat arrays of one size, added in that order: the
+    same bits however split), split across the threads."""
+    def part(a, b):
+        xp.add(terms[0][a:b], terms[1][a:b], out=out[a:b])
+        for t in terms[2:]:
+            out[a:b] += t[a:b]
+    for_parts(xp, part, out.size, out.size * len(terms))

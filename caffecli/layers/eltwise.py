@@ -2,6 +2,7 @@
 import numpy
 
 from ..kernels import eltwise_jit
+from ..kernels.threads import split_copy, split_sum
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -48,10 +49,9 @@ class EltwiseLayer(Layer):
             for b in bottom[2:]:
                 out *= b.data
         elif self.op == SUM and all(c == 1.0 for c in self.coeffs) and top[0] is not bottom[0]:
-            # Caffe's 0 + a + b + ...: the first add writes the top (one pass, not three)
-            xp.add(bottom[0].data, bottom[1].data, out=out)
-            for b in bottom[2:]:
-                out += b.data
+            # Caffe's 0 + a + b + ...: the first add writes the top (one pass, not three),
+            # the parts on every core
+            split_sum(xp, [b.data.reshape(-1) for b in bottom], out.reshape(-1))
         elif self.op == SUM:
             dtype = out.dtype
             out[...] = 0
@@ -90,7 +90,10 @@ class EltwiseLayer(Layer):
                 d *= grad
             elif self.op == SUM:
                 c = self.coeffs[i]
-                d[...] = grad if c == 1.0 else grad * d.dtype.type(c)
+                if c == 1.0:
+                    split_copy(xp, d.reshape(1, -1), grad.reshape(1, -1))
+                else:
+                    d[...] = grad * d.dtype.type(c)
             elif eltwise_jit.usable(self.mask, grad, d):
                 eltwise_jit.max_backward(self.mask, i, grad, d)
             else:

@@ -1,4 +1,5 @@
 """Split: hands one bottom to several tops (shared data); backward sums the top diffs."""
+from ..kernels.threads import split_copy, split_sum
 from ..layer import Layer
 from ..registry import register_layer
 
@@ -24,10 +25,9 @@ class SplitLayer(Layer):
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
             return
-        d = bottom[0].diff
+        d = bottom[0].diff.reshape(-1)
         if len(top) == 1:
-            d[...] = top[0].diff
+            split_copy(self.xp, d.reshape(1, -1), top[0].diff.reshape(1, -1))
             return
-        self.xp.add(top[0].diff, top[1].diff, out=d)  # Caffe's copy + axpy, in one pass
-        for t in top[2:]:
-            d += t.diff
+        # Caffe's copy + axpys, in one pass a part, the parts on every core
+        split_sum(self.xp, [t.diff.reshape(-1) for t in top], d)
