@@ -1,4 +1,4 @@
-"""Concat, Split and Eltwise SUM with their copies and sums split across the threads
+"""Concat, Slice, Split and Eltwise SUM with their copies and sums split across the threads
 (kernels/threads.split_copy, split_sum): the values of the plain array expressions, bit for
 bit, split by rows or by columns, one thread or two."""
 import numpy
@@ -48,6 +48,28 @@ def test_concat_forward_backward(axis, shapes, split_small):
     parts = numpy.split(top[0].diff, numpy.cumsum([s[axis] for s in shapes])[:-1], axis)
     for b, part, d in zip(bottom, parts, down):
         numpy.testing.assert_array_equal(b.diff, part if d else numpy.full(b.shape, 7.0))
+
+
+@pytest.mark.parametrize("axis, shape, points", [
+    (1, (1, 5, 4, 3), [2]),          # one row: split by columns
+    (1, (4, 6, 2), [1, 3]),          # rows
+    (0, (7, 3), [2, 3]),
+    (2, (2, 3, 8), [5]),
+])
+def test_slice_forward_backward(axis, shape, points, split_small):
+    rng = numpy.random.default_rng(4)
+    layer = make_layer('type: "Slice" slice_param { axis: %d %s }'
+                       % (axis, " ".join("slice_point: %d" % p for p in points)))
+    bottom, top = _blobs([shape], rng), [Blob() for _ in range(len(points) + 1)]
+    layer.SetUp(bottom, top)
+    layer.Forward(bottom, top)
+    for t, want in zip(top, numpy.split(bottom[0].data, points, axis)):
+        numpy.testing.assert_array_equal(t.data, want)
+    for t in top:
+        t.diff[...] = rng.standard_normal(t.shape)
+    layer.Backward(top, [True], bottom)
+    numpy.testing.assert_array_equal(bottom[0].diff,
+                                     numpy.concatenate([t.diff for t in top], axis))
 
 
 @pytest.mark.parametrize("tops", [1, 2, 4])

@@ -6,9 +6,9 @@ the layer's numpy code (its reference) makes seven or eight.
 Every sum adds its values one after another from zero, as Caffe's gemvs over short rows do
 and as the layer's numpy code does (``cumsum`` along a row, ``sum(axis=0)`` across items):
 each (item, channel) row's sum, scaled, then the items'; every elementwise step rounds where
-numpy's does, so the values are the numpy code's bit for bit. Threads take
-disjoint channel ranges (a channel's statistics cover every item), so the bits do not depend on
-the thread count.
+numpy's does, so the values are the numpy code's bit for bit. Threads take disjoint channel
+ranges (a channel's statistics cover every item), so the bits do not depend on the thread
+count.
 """
 import numpy
 
@@ -27,8 +27,8 @@ def _row_sum(a, n, zero):
 
 
 def _forward_moments(x, scale, zero, c0, c1, mean, var, centered):
-    """For channels c0..c1 of x (items, channels, inner): mean[c] and the biased var[c] (sums
-    as numpy's, each row's times ``scale``: 1 / values a channel) and centered = x - mean."""
+    """For channels c0..c1 of x (items, channels, inner): mean[c] and the biased var[c] (each
+    row's sum times ``scale``, 1 / values a channel, then the items') and centered = x - mean."""
     inner = x.shape[2]
     squares = numpy.empty(inner, x.dtype)
     for c in range(c0, c1):
@@ -61,7 +61,7 @@ def _divide_copy(centered, std, c0, c1, y):
 
 
 def _backward_sums(y, dy, zero, c0, c1, dots, totals):
-    """dots[c] = the sum of y * dy and totals[c] that of dy over channel c (numpy's sums)."""
+    """dots[c] = the sum of y * dy and totals[c] that of dy over channel c (rows, then items)."""
     inner = y.shape[2]
     products = numpy.empty(inner, y.dtype)
     for c in range(c0, c1):

@@ -1,10 +1,23 @@
 """Axis arithmetic the structural layers share, with failures reported as the layer's errors."""
+from math import prod
+
 from ..errors import CaffeError
 
 
-def along_axis(axis, start, stop):
-    """Index tuple selecting [start, stop) on ``axis`` and everything elsewhere."""
-    return (slice(None),) * axis + (slice(start, stop),)
+def axis_blocks(joined, parts, wanted, axis):
+    """For each wanted array of ``parts`` (Concat's bottoms, Slice's tops), laid side by side
+    along ``axis`` in ``joined``: (its block of joined, itself), both as (outer, n * inner)
+    views, which kernels/threads.split_copy copies on every core."""
+    if not joined.size:
+        return
+    outer = prod(joined.shape[:axis])
+    rows = joined.reshape(outer, -1)
+    offset = 0
+    for part, want in zip(parts, wanted):
+        width = part.size // outer
+        if want:
+            yield rows[:, offset:offset + width], part.reshape(outer, width)
+        offset += width
 
 
 def legacy_axis(layer, bottom, param, legacy_field, what):

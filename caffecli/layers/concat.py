@@ -1,11 +1,9 @@
 """Concat: joins the bottoms along one axis (Caffe's concat_layer); the copies split across
 the threads."""
-from math import prod
-
 from ..kernels.threads import split_copy
 from ..layer import Layer
 from ..registry import register_layer
-from ._axes import legacy_axis
+from ._axes import axis_blocks, legacy_axis
 
 
 @register_layer("Concat")
@@ -44,29 +42,16 @@ class ConcatLayer(Layer):
             top[0].share_data(bottom[0])
             top[0].share_diff(bottom[0])
 
-    def _blocks(self, joined, parts, wanted):
-        """(the joined blob's block, the part's) as (outer, n * inner) views, for each wanted
-        part of ``parts`` (the bottoms' data or diff arrays)."""
-        if not joined.size:
-            return
-        outer = prod(joined.shape[:self.axis])
-        rows = joined.reshape(outer, -1)
-        offset = 0
-        for part, want in zip(parts, wanted):
-            width = part.size // outer
-            if want:
-                yield rows[:, offset:offset + width], part.reshape(outer, width)
-            offset += width
-
     def forward(self, bottom, top):
         if len(bottom) == 1:
             return
-        for block, part in self._blocks(top[0].data, [b.data for b in bottom],
-                                        [True] * len(bottom)):
+        for block, part in axis_blocks(top[0].data, [b.data for b in bottom],
+                                       [True] * len(bottom), self.axis):
             split_copy(self.xp, block, part)
 
     def backward(self, top, propagate_down, bottom):
         if len(bottom) == 1:
             return
-        for block, part in self._blocks(top[0].diff, [b.diff for b in bottom], propagate_down):
+        for block, part in axis_blocks(top[0].diff, [b.diff for b in bottom], propagate_down,
+                                       self.axis):
             split_copy(self.xp, part, block)

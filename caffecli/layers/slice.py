@@ -1,7 +1,9 @@
-"""Slice: cuts the bottom along one axis into the tops (Caffe's slice_layer)."""
+"""Slice: cuts the bottom along one axis into the tops (Caffe's slice_layer); the copies split
+across the threads."""
+from ..kernels.threads import split_copy
 from ..layer import Layer
 from ..registry import register_layer
-from ._axes import along_axis, legacy_axis
+from ._axes import axis_blocks, legacy_axis
 
 
 @register_layer("Slice")
@@ -60,15 +62,13 @@ class SliceLayer(Layer):
     def forward(self, bottom, top):
         if len(top) == 1:
             return
-        src, offset = bottom[0].data, 0
-        for t, n in zip(top, self.sizes):
-            t.data[...] = src[along_axis(self.axis, offset, offset + n)]
-            offset += n
+        for block, part in axis_blocks(bottom[0].data, [t.data for t in top], [True] * len(top),
+                                       self.axis):
+            split_copy(self.xp, part, block)
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0] or len(top) == 1:
             return
-        grad, offset = bottom[0].diff, 0
-        for t, n in zip(top, self.sizes):
-            grad[along_axis(self.axis, offset, offset + n)] = t.diff
-            offset += n
+        for block, part in axis_blocks(bottom[0].diff, [t.diff for t in top], [True] * len(top),
+                                       self.axis):
+            split_copy(self.xp, block, part)
