@@ -51,6 +51,11 @@ class Stream:
         """The next ``n`` words (uint32), consumed."""
         return self.bits.random_raw(int(n)).astype(numpy.uint32)
 
+    def raw_words(self, n):
+        """The next ``n`` words as numpy's generator gives them (uint64), consumed: ``words``
+        without its copy, for code that reads each once (kernels/dropout_jit.py)."""
+        return self.bits.random_raw(int(n))
+
     def peek(self, n):
         """The next ``n`` words, left in the stream."""
         state = self.bits.state

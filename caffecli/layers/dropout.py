@@ -3,7 +3,7 @@
 import numpy
 
 from .. import context, replay
-from ..kernels import device
+from ..kernels import device, dropout_jit, jit
 from ..kernels.random import draw_key, random_bits, uint_threshold
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
@@ -31,6 +31,13 @@ class DropoutLayer(NeuronLayer):
         # Bernoulli(1 - ratio) keep mask. On the host Caffe's CPU mask: a word of the rank's
         # stream per value, compared in double. On the device a counter-based draw keyed by the
         # rank's device stream (Caffe's GPU mask comes from cuRAND: neither is the other's).
+        y = top[0].data
+        if jit.usable(x, y):   # the same words, mask and top in one compiled pass
+            self.mask = self.scratch("mask", x.shape, x.dtype)
+            threshold = numpy.float64(1.0 - self.ratio) * numpy.float64(4294967295.0)
+            dropout_jit.forward(context.rng().raw_words(x.size), threshold, x.reshape(-1),
+                                self.scale, self.mask.reshape(-1), y.reshape(-1))
+            return
         if self.xp is numpy:
             keep = context.rng().bernoulli(x.size, 1.0 - self.ratio, numpy.float64)
         else:
@@ -67,6 +74,11 @@ class DropoutLayer(NeuronLayer):
             return
         dy = top[0].diff
         if self.phase == caffe_pb2.TRAIN:
-            bottom[0].diff[...] = dy * self.mask * self.scale
+            dx = bottom[0].diff
+            if jit.usable(dy, self.mask, dx):
+                dropout_jit.backward(dy.reshape(-1), self.mask.reshape(-1), self.scale,
+                                     dx.reshape(-1))
+            else:
+                dx[...] = dy * self.mask * self.scale
         elif top[0] is not bottom[0]:
             bottom[0].diff[...] = dy
