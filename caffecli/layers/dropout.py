@@ -35,7 +35,7 @@ class DropoutLayer(NeuronLayer):
         if jit.usable(x, y):   # the same words, mask and top in one compiled pass
             self.mask = self.scratch("mask", x.shape, x.dtype)
             threshold = numpy.float64(1.0 - self.ratio) * numpy.float64(4294967295.0)
-            dropout_jit.forward(context.rng().raw_words(x.size), threshold, x.reshape(-1),
+            dropout_jit.forward(context.rng().words(x.size), threshold, x.reshape(-1),
                                 self.scale, self.mask.reshape(-1), y.reshape(-1))
             return
         if self.xp is numpy:
