@@ -18,6 +18,8 @@ _NORMAL_X, _NORMAL_Y = numpy.array(ziggurat.NORMAL_X), numpy.array(ziggurat.NORM
 _EXP_X, _EXP_Y = numpy.array(ziggurat.EXPONENTIAL_X), numpy.array(ziggurat.EXPONENTIAL_Y)
 _MT_SIZE = 624
 _CHUNK = 1 << 20  # values drawn per pass: the words of a pass stay in cache
+COMPILED_MIN_WORDS = 1 << 16  # words a draw at least for the compiled generator: it reads and
+                              # sets numpy's state (90 + 77 us), which fewer words do not repay
 
 
 def _init_genrand(seed):
@@ -81,9 +83,10 @@ class Stream:
         self.bits.state = value
 
     def words(self, n):
-        """The next ``n`` words (uint32), consumed: compiled (``_mt19937``, 6.5 -> about 1.5 ns
-        a word: numpy's random_raw calls its generator once a word), else numpy's."""
-        if not jit.usable():
+        """The next ``n`` words (uint32), consumed: from ``COMPILED_MIN_WORDS`` on compiled
+        (``_mt19937``: 6.5 -> 1.7 ns a word, numpy's random_raw calling its generator once a
+        word), else numpy's."""
+        if n < COMPILED_MIN_WORDS or not jit.usable():
             return self.bits.random_raw(int(n)).astype(numpy.uint32)
         state = self.bits.state["state"]
         key, out = state["key"].astype(numpy.uint32), numpy.empty(int(n), numpy.uint32)

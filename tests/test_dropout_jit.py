@@ -4,7 +4,7 @@ or not, split across threads or not, float32 and float64."""
 import numpy
 import pytest
 
-from caffecli import context
+from caffecli import caffe_rng, context
 from caffecli.blob import Blob
 from caffecli.kernels import jit, threads
 from gradcheck import make_layer
@@ -22,6 +22,7 @@ def test_dropout_compiled_is_the_array_code(dtype, in_place, ratio, monkeypatch)
     dy = rng.standard_normal(x.shape).astype(dtype)
     monkeypatch.setattr(jit, "PASS_MIN_PART", 1)           # split even this small blob
     monkeypatch.setattr(threads, "MIN_PART_ELEMENTS", 1)
+    monkeypatch.setattr(caffe_rng, "COMPILED_MIN_WORDS", 1)  # the compiled words (with numba)
     results = []
     for jit_on in ("0", "1"):
         monkeypatch.setenv("CAFFECLI_JIT", jit_on)
