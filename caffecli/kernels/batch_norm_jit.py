@@ -26,25 +26,58 @@ def _row_sum(a, n, zero):
     return total
 
 
+def _four_sums(a, b, c, d, n, zero):
+    """``_row_sum`` of four rows at once: four chains of adds in flight, each in its order
+    (a single chain waits on every add)."""
+    ta, tb, tc, td = zero, zero, zero, zero
+    for i in range(n):
+        ta += a[i]
+        tb += b[i]
+        tc += c[i]
+        td += d[i]
+    return ta, tb, tc, td
+
+
+def _item_sums(rows, count, zero, scale, total):
+    """total + each of the first ``count`` rows' sums times ``scale``, added in row order."""
+    inner = rows.shape[1]
+    o = 0
+    while o + 4 <= count:
+        sa, sb, sc, sd = _four_sums(rows[o], rows[o + 1], rows[o + 2], rows[o + 3], inner, zero)
+        total += sa * scale
+        total += sb * scale
+        total += sc * scale
+        total += sd * scale
+        o += 4
+    while o < count:
+        total += _row_sum(rows[o], inner, zero) * scale
+        o += 1
+    return total
+
+
 def _forward_moments(x, scale, zero, c0, c1, mean, var, centered):
     """For channels c0..c1 of x (items, channels, inner): mean[c] and the biased var[c] (each
-    row's sum times ``scale``, 1 / values a channel, then the items') and centered = x - mean."""
-    inner = x.shape[2]
-    squares = numpy.empty(inner, x.dtype)
+    row's sum times ``scale``, 1 / values a channel, then the items') and centered = x - mean;
+    rows four items at a time (``_item_sums``)."""
+    items, inner = x.shape[0], x.shape[2]
+    block = numpy.empty((4, inner), x.dtype)
     for c in range(c0, c1):
         total = zero
-        for o in range(x.shape[0]):
-            total += _row_sum(x[o, c], inner, zero) * scale
+        for o0 in range(0, items, 4):
+            count = min(4, items - o0)
+            total = _item_sums(x[o0:o0 + count, c], count, zero, scale, total)
         mean[c] = total
         m = mean[c]   # read once: stores to ``centered`` might otherwise reach it
         total = zero
-        for o in range(x.shape[0]):
-            row, into = x[o, c], centered[o, c]
-            for i in range(inner):
-                d = row[i] - m
-                into[i] = d
-                squares[i] = d * d
-            total += _row_sum(squares, inner, zero) * scale
+        for o0 in range(0, items, 4):
+            count = min(4, items - o0)
+            for k in range(count):
+                row, into, squares = x[o0 + k, c], centered[o0 + k, c], block[k]
+                for i in range(inner):
+                    v = row[i] - m
+                    into[i] = v
+                    squares[i] = v * v
+            total = _item_sums(block, count, zero, scale, total)
         var[c] = total
 
 
@@ -60,18 +93,21 @@ def _divide_copy(centered, std, c0, c1, y):
                 into[i] = v
 
 
-def _backward_sums(y, dy, zero, c0, c1, dots, totals):
-    """dots[c] = the sum of y * dy and totals[c] that of dy over channel c (rows, then items)."""
-    inner = y.shape[2]
-    products = numpy.empty(inner, y.dtype)
+def _backward_sums(y, dy, zero, one, c0, c1, dots, totals):
+    """dots[c] = the sum of y * dy and totals[c] that of dy over channel c (rows, then items),
+    four items at a time."""
+    items, inner = y.shape[0], y.shape[2]
+    products = numpy.empty((4, inner), y.dtype)
     for c in range(c0, c1):
         dot, total = zero, zero
-        for o in range(y.shape[0]):
-            row, grad = y[o, c], dy[o, c]
-            for i in range(inner):
-                products[i] = row[i] * grad[i]
-            dot += _row_sum(products, inner, zero)
-            total += _row_sum(grad, inner, zero)
+        for o0 in range(0, items, 4):
+            count = min(4, items - o0)
+            for k in range(count):
+                row, grad, into = y[o0 + k, c], dy[o0 + k, c], products[k]
+                for i in range(inner):
+                    into[i] = row[i] * grad[i]
+            dot = _item_sums(products, count, zero, one, dot)
+            total = _item_sums(dy[o0:o0 + count, c], count, zero, one, total)
         dots[c], totals[c] = dot, total
 
 
@@ -106,9 +142,9 @@ def _divide_copy_parts(bounds, centered, std, y):
         _divide_copy(centered, std, bounds[p], bounds[p + 1], y)
 
 
-def _backward_sums_parts(bounds, y, dy, zero, dots, totals):
+def _backward_sums_parts(bounds, y, dy, zero, one, dots, totals):
     for p in prange(bounds.size - 1):
-        _backward_sums(y, dy, zero, bounds[p], bounds[p + 1], dots, totals)
+        _backward_sums(y, dy, zero, one, bounds[p], bounds[p + 1], dots, totals)
 
 
 def _gradient_parts(bounds, y, dy, dots, totals, factor, std, dx):
@@ -142,7 +178,7 @@ def backward(y, dy, std, dx):
     (items, channels, inner) but std; dx may be dy itself."""
     channels, dt = y.shape[1], y.dtype.type
     dots, totals = numpy.empty(channels, y.dtype), numpy.empty(channels, y.dtype)
-    for_native(_backward_sums_parts, channels, 2 * y.size, y, dy, dt(0), dots, totals)
+    for_native(_backward_sums_parts, channels, 2 * y.size, y, dy, dt(0), dt(1), dots, totals)
     factor = dt(-1.0 / (y.shape[0] * y.shape[2]))
     if numpy.may_share_memory(dx, dy):   # the same blob's diff (in place)
         for_native(_gradient_in_place_parts, channels, y.size, y, dy, dots, totals, factor,
