@@ -39,7 +39,8 @@ def _four_sums(a, b, c, d, n, zero):
 
 
 def _item_sums(rows, count, zero, scale, total):
-    """total + each of the first ``count`` rows' sums times ``scale``, added in row order."""
+    """total + each of the first ``count`` rows' sums times ``scale``, added in row order:
+    rows four at a time (``_four_sums``), then the rest one by one."""
     inner = rows.shape[1]
     o = 0
     while o + 4 <= count:
@@ -62,11 +63,7 @@ def _forward_moments(x, scale, zero, c0, c1, mean, var, centered):
     items, inner = x.shape[0], x.shape[2]
     block = numpy.empty((4, inner), x.dtype)
     for c in range(c0, c1):
-        total = zero
-        for o0 in range(0, items, 4):
-            count = min(4, items - o0)
-            total = _item_sums(x[o0:o0 + count, c], count, zero, scale, total)
-        mean[c] = total
+        mean[c] = _item_sums(x[:, c], items, zero, scale, zero)
         m = mean[c]   # read once: stores to ``centered`` might otherwise reach it
         total = zero
         for o0 in range(0, items, 4):
@@ -95,11 +92,11 @@ def _divide_copy(centered, std, c0, c1, y):
 
 def _backward_sums(y, dy, zero, one, c0, c1, dots, totals):
     """dots[c] = the sum of y * dy and totals[c] that of dy over channel c (rows, then items),
-    four items at a time."""
+    four items at a time; the products of four items' rows go through a small buffer."""
     items, inner = y.shape[0], y.shape[2]
     products = numpy.empty((4, inner), y.dtype)
     for c in range(c0, c1):
-        dot, total = zero, zero
+        dot = zero
         for o0 in range(0, items, 4):
             count = min(4, items - o0)
             for k in range(count):
@@ -107,8 +104,7 @@ def _backward_sums(y, dy, zero, one, c0, c1, dots, totals):
                 for i in range(inner):
                     into[i] = row[i] * grad[i]
             dot = _item_sums(products, count, zero, one, dot)
-            total = _item_sums(dy[o0:o0 + count, c], count, zero, one, total)
-        dots[c], totals[c] = dot, total
+        dots[c], totals[c] = dot, _item_sums(dy[:, c], items, zero, one, zero)
 
 
 def _gradient(y, dy, dots, totals, factor, std, c0, c1, dx):
