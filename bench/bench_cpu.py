@@ -20,6 +20,8 @@ net's GEMM multiply-adds x 2 over the sgemm rate (a 2048^3 sgemm through scipy's
 layers call it): the time the products alone would take at that rate. The rate is measured again
 in each of a net's rounds, and its median there sets that net's limit (column ``sgemm``): a
 machine whose speed drifts during the run (a shared or throttled host) moves both together.
+With more than one round, each net's line is followed by each round's own ratio and multiple of
+the limit (that round's medians, that round's sgemm rate): their spread is the host's noise.
 """
 import argparse
 import collections
@@ -464,6 +466,11 @@ def main(argv=None):
         print("%-13s %6d %10.1f %10.1f %6.2fx %10.1f %7.2fx %7.0f %9.1f %10s" % (
             name, net.input_blobs[0].shape[0], mine, other, mine / other, limit, mine / limit,
             net_rate, peak_alloc_mb(net), "-" if real is None else "%.1f" % real))
+        if args.rounds > 1:   # each round's own figures: how far the host's drift moves them
+            macs2 = 2.0 * gemm_macs(net)
+            print("    by round: ratio %s; x limit %s" % (
+                " ".join("%.2f" % (a / b) for a, b in zip(ours, theirs)),
+                " ".join("%.2f" % (a / (macs2 / (r * 1e9))) for a, r in zip(ours, rates))))
         if args.by_type:
             print("    " + ", ".join("%s %.0f" % kv for kv in by_layer_type(net) if kv[1] >= 1))
     ours, theirs, count, kind = update_ms(NETS["caffenet"])
