@@ -6,9 +6,13 @@ over each plane, each step rounded as its layer rounds it, the pooling's sums in
 order. layers/lrn.py keeps numpy code as the reference and for device arrays.
 
 Scalars come in the data's dtype so float32 data is computed in float32, as Caffe does.
-With ``roots`` (beta 0.75, ``engine: DEFAULT``: layers/lrn.py) scale^-0.75 is 1 / (r sqrt(r)),
-r = sqrt(scale), in place of pow: on GoogLeNet's conv2/norm2 (6M values, 2-core EPYC) 1.05
-against 13.7 ms, most of the layer's forward, for about an ulp off pow in half the values.
+With ``roots`` (beta 0.75, float32 data, ``engine: DEFAULT``: layers/lrn.py) scale^-0.75 is
+1 / (r sqrt(r)), r = sqrt(scale), in float32, refined by one Newton step in double, in place of
+the C library's powf: the plain roots took GoogLeNet's conv2/norm2 power (6M values, 2-core
+EPYC) in 1.05 ms against powf's 13.7, most of the layer's forward, and the step adds about 5%
+to the layer's forward (10x192x56x56, 2-core Xeon). Rounded once, the refined value is powf's
+bits but where powf itself misrounds (126 of 200K values); the plain roots were an ulp off in
+half the values (the golden LRN values not Caffe's bits: 821 -> 133 of 3451, 130 with powf).
 """
 import numpy
 
@@ -16,7 +20,7 @@ from .jit import prange
 from .threads import for_native
 
 
-def _forward(x, size, alpha_over_size, k, neg_beta, roots, one, scale, powed, y):
+def _forward(x, size, alpha_over_size, k, neg_beta, roots, scale, powed, y):
     n, c, h, w = x.shape
     pre = (size - 1) // 2
     for i in range(n):
@@ -41,8 +45,7 @@ def _forward(x, size, alpha_over_size, k, neg_beta, roots, one, scale, powed, y)
             for a in range(h):
                 for b in range(w):
                     if roots:
-                        r = numpy.sqrt(scale[i, ch, a, b])
-                        powed[i, ch, a, b] = one / (r * numpy.sqrt(r))
+                        powed[i, ch, a, b] = _power_075(scale[i, ch, a, b])
                     else:
                         powed[i, ch, a, b] = scale[i, ch, a, b] ** neg_beta
                     y[i, ch, a, b] = x[i, ch, a, b] * powed[i, ch, a, b]
@@ -73,6 +76,18 @@ def _backward(x, y, dy, scale, powed, size, ratio_coef, dx):
                     dx[i, ch, a, b] += -ratio_coef * (x[i, ch, a, b] * accum[a, b])
                     if tail >= 0:
                         accum[a, b] -= ratio[tail, a, b]
+
+
+def _power_075(v):
+    """v^-0.75 for float32 v: 1 / (r sqrt(r)), r = sqrt(v), in float32 as a first guess, then
+    one Newton step on y^4 v^3 = 1 in double (y (5 - y^4 v^3) / 4), which the caller's store
+    rounds once; 0, inf and NaN keep the guess (pow's values there)."""
+    r = numpy.sqrt(v)
+    y = numpy.float64(numpy.float32(1) / (r * numpy.sqrt(r)))
+    s = numpy.float64(v)
+    y2 = y * y
+    t = (y2 * y2) * (s * s * s)
+    return y * (5.0 - t) * 0.25 if t == t else y
 
 
 def _window_sums(padded, size, width, out):
@@ -109,8 +124,7 @@ def _within_forward(x, h, w, size, divisor, alpha, neg_beta, roots, one, base, p
                 dst[b] = src[b] / d[b] * alpha + one
         if roots:
             for t in range(v.size):
-                r = numpy.sqrt(v[t])
-                p[t] = one / (r * numpy.sqrt(r))
+                p[t] = _power_075(v[t])
         else:
             for t in range(v.size):
                 p[t] = v[t] ** neg_beta
@@ -160,11 +174,10 @@ def _within_backward_parts(bounds, x, dy, base, powed, h, w, size, divisor, diff
                          diff_scale, two, dx[a:b])
 
 
-def _forward_parts(bounds, x, size, alpha_over_size, k, neg_beta, roots, one, scale, powed, y):
+def _forward_parts(bounds, x, size, alpha_over_size, k, neg_beta, roots, scale, powed, y):
     for p in prange(bounds.size - 1):
         a, b = bounds[p], bounds[p + 1]
-        _forward(x[a:b], size, alpha_over_size, k, neg_beta, roots, one, scale[a:b], powed[a:b],
-                 y[a:b])
+        _forward(x[a:b], size, alpha_over_size, k, neg_beta, roots, scale[a:b], powed[a:b], y[a:b])
 
 
 def _backward_parts(bounds, x, y, dy, scale, powed, size, ratio_coef, dx):
@@ -176,10 +189,10 @@ def _backward_parts(bounds, x, y, dy, scale, powed, size, ratio_coef, dx):
 def forward(x, size, alpha, beta, k, scale, powed, y, roots=False):
     """y, scale (k + alpha / size * window sum of squares) and powed (scale^-beta, which the
     backward reuses) of ACROSS_CHANNELS LRN; the images split across numba's threads. With
-    ``roots`` (beta must be 0.75) scale^-beta by square roots."""
+    ``roots`` (beta 0.75, float32) scale^-beta by refined square roots (``_power_075``)."""
     dt = x.dtype.type
     for_native(_forward_parts, x.shape[0], x.size, x, size, dt(alpha / size), dt(k), dt(-beta),
-               bool(roots), dt(1), scale, powed, y)
+               bool(roots), scale, powed, y)
 
 
 def backward(x, y, dy, scale, powed, size, alpha, beta, dx):
@@ -195,7 +208,7 @@ def _planes(*arrays):
 def within_forward(x, size, divisor, alpha, beta, base, powed, y, roots=False):
     """WITHIN_CHANNEL LRN: y, base (alpha * the window's AVE of x^2 + 1, ``divisor`` Caffe's
     pool sizes (H, W)) and powed (base^-beta), kept for the backward; planes split across
-    numba's threads. With ``roots`` (beta must be 0.75) base^-beta by square roots."""
+    numba's threads. With ``roots`` (beta 0.75, float32) base^-beta by ``_power_075``."""
     dt = x.dtype.type
     h, w = x.shape[2:]
     flat = _planes(x, base, powed, y)

@@ -7,6 +7,8 @@ composition (square -> AVE pooling with its padded divisor -> power (1 + alpha *
 product with the input), so ``k`` is unused there as in Caffe; on the host that runs as one
 compiled pass a plane (lrn_jit.within_forward / within_backward).
 """
+import numpy
+
 from ..kernels import device, lrn_jit
 from ..kernels.jit import usable as compiled_usable
 from ..kernels.pooling import geometry, ave_pool, ave_pool_backward
@@ -34,8 +36,9 @@ class LRNLayer(Layer):
             raise self.error("Unknown normalization region.")
         self.across = p.norm_region == LRNP.ACROSS_CHANNELS
         self.powed = None
-        # the zoo's beta, by square roots where the engine is DEFAULT (kernels/lrn_jit.py: the power
-        # 13x faster than pow, an ulp off it in half the values); ``engine: CAFFE`` keeps pow
+        # the zoo's beta on float32 data, by refined square roots where the engine is DEFAULT
+        # (kernels/lrn_jit.py: the power 13x faster than powf, its bits but in its own misrounded
+        # 0.06%); ``engine: CAFFE`` and float64 data keep pow
         self.roots = self.beta == 0.75 and p.engine == p.DEFAULT
 
     def reshape(self, bottom, top):
@@ -80,7 +83,7 @@ class LRNLayer(Layer):
                 y[a:b] = xa * xp.power(scale, dt(-self.beta))
             if compiled:
                 lrn_jit.forward(x, self.size, self.alpha, self.beta, self.k, self.scale,
-                                self.powed, y, self.roots)
+                                self.powed, y, self.roots and x.dtype == numpy.float32)
             else:
                 for_parts(xp, part, x.shape[0], x.size)
             if in_place:   # Caffe writes scale^-beta over the input, then multiplies by it
@@ -90,7 +93,8 @@ class LRNLayer(Layer):
             self.base = self.scratch("base", x.shape, x.dtype)
             self.power = self.scratch("power", x.shape, x.dtype)
             lrn_jit.within_forward(x, self.size, self.geo.ave_divisor(xp, x.dtype), self.alpha,
-                                   self.beta, self.base, self.power, top[0].data, self.roots)
+                                   self.beta, self.base, self.power, top[0].data,
+                                   self.roots and x.dtype == numpy.float32)
         else:
             self.base = ave_pool(xp, x * x, self.geo) * dt(self.alpha) + dt(1)
             self.power = xp.power(self.base, dt(-self.beta))
