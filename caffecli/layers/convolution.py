@@ -15,7 +15,7 @@ from ._base_conv import COL_CHUNK_ELEMENTS, BaseConvolutionLayer, prod
 # left out: forward + backward 0.84-0.86x im2col's time on 16x16 and 27x27 maps (CIFAR-10's and
 # CaffeNet's conv2, 2-core Xeon) but 1.06-1.30x on 8x8 and 14x14 (LeNet's, GoogLeNet's), and
 # float32 errors against float64 about 3x im2col's in the forward and 12x in the weight gradient
-# (CaffeNet's conv2, 2.2e-3 against 1.8e-4 of 361), where F(2x2, 3x3)'s stay near im2col's.
+# (CaffeNet's conv2, 2.2e-3 against 1.8e-4 of 361), where F(2x2, 3x3)'s stay within 2x of it.
 WINOGRAD_MIN_CHANNELS = 16  # per group, in and out: narrower GEMMs run too far below peak
 WINOGRAD_MIN_TILES = 64     # per chunk: fewer leave the filters' transform the larger cost
 WINOGRAD_MAX_OVERHANG = 1.2  # outputs the 2x2 tiles cover over the map's at most: 7x7 maps
