@@ -1,6 +1,7 @@
 """BatchNorm with the batch's statistics: the compiled passes (kernels/batch_norm_jit.py)
 against the layer's numpy code, bit for bit (tops, bottom diffs, running statistics), in place
-or not, on one thread or split, float32 and float64; and the order of the kernels' sums."""
+or not, on one thread or split, float32 and float64; and the order of their sums (Caffe's
+gemvs in OpenBLAS's order, kernels/caffe_gemv.py) against a value-by-value spec."""
 import numpy
 import pytest
 
@@ -11,21 +12,108 @@ from gradcheck import make_layer
 pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 
 
-def test_row_sums_add_in_order_from_zero():
-    """A row's sum is its values added one after another from zero: not numpy's pairwise sum
-    (for these values), and never -0.0 (a sum from zero)."""
-    row_sum = jit.kernel(batch_norm_jit._row_sum)
-    a = numpy.array([1e8, 1, -1e8, 1, 1, 1, 1, 1, 1, 1, 0.5], numpy.float32)
-    want = numpy.float32(0)
-    for v in a:
-        want = numpy.float32(want + v)
-    assert row_sum(a, a.size, numpy.float32(0)) == want == 7.5
-    assert a.sum() != want
-    negative_zeros = numpy.full(3, -0.0, numpy.float32)
-    assert not numpy.signbit(row_sum(negative_zeros, 3, numpy.float32(0)))
+F = numpy.float32
 
 
-# the last: items four at a time (batch_norm_jit._item_sums), then the rest
+def _fma(a, b, c):
+    return F(float(a) * float(b) + float(c))
+
+
+def spec_row(a, alpha, wide):
+    """OpenBLAS's sgemv_t order for one row times alpha, written out value by value (the order
+    kernels/caffe_gemv.py documents)."""
+    n = len(a)
+    body = n - n % 4
+    y = F(0)
+    for s0 in range(0, body, 4096):
+        block = a[s0:min(body, s0 + 4096)]
+        width = 8 if wide else 4
+        lanes, i = [F(0)] * width, 0
+        if wide and len(block) & 4:
+            lanes[:4] = [F(lanes[k] + block[k]) for k in range(4)]
+            i = 4
+        while i < len(block):
+            lanes = [F(lanes[k] + block[i + k]) for k in range(width)]
+            i += width
+        if wide:
+            lanes = [F(lanes[k + 4] + lanes[k]) for k in range(4)]
+        t = F(F(lanes[0] + lanes[1]) + F(lanes[2] + lanes[3]))
+        y = F(F(t * alpha) + y) if wide else _fma(alpha, t, y)
+    tail = a[body:]
+    if len(tail) == 1:
+        y = _fma(alpha, tail[0], y)
+    elif len(tail) == 2:
+        y = F(y + _fma(alpha, tail[0], F(tail[1] * alpha)))
+    elif len(tail) == 3:
+        y = F(y + _fma(alpha, tail[2], _fma(alpha, tail[0], F(tail[1] * alpha))))
+    return y
+
+
+def spec_items(t, channels):
+    """OpenBLAS's sgemv_n order for one channel's item totals (see caffe_gemv.item_totals)."""
+    y, i = F(0), 0
+    while channels < 4 and i + 4 <= len(t):
+        if channels == 1:
+            y = F(y + F(F(F(t[i] + t[i + 1]) + t[i + 2]) + t[i + 3]))
+        else:
+            y = F(y + F(t[i] + t[i + 1]))
+            y = F(y + F(t[i + 2] + t[i + 3]))
+        i += 4
+    for v in t[i:]:
+        y = F(y + v)
+    return F(y + F(0))
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 20, 27, 36, 4100, 4103])
+def test_row_totals_follow_openblas_gemv_order(n):
+    """Each row's total times alpha, by the compiled kernel and by caffe_gemv's numpy code, is
+    the value-by-value spec of OpenBLAS's order: eight lanes for the leading multiple of four
+    rows (rows 0-3 of 5), four for the rest (row 4), blocks of 4096, the fused tail."""
+    from caffecli.kernels import caffe_gemv
+    rng = numpy.random.default_rng(n)
+    rows = (rng.standard_normal((5, n)) * 10 ** rng.uniform(-3, 3, (5, n))).astype(F)
+    alpha = F(1.0 / 37)
+    numpy_totals = caffe_gemv.row_totals(rows, alpha)
+    gemv_row = jit.kernel(batch_norm_jit._gemv_row)
+    box = numpy.empty(1, F)
+    for r, wide in ((0, True), (3, True), (4, False)):
+        want = spec_row(rows[r], alpha, wide)
+        assert numpy_totals[r] == want
+        assert gemv_row(rows[r], alpha, wide, F(0), box) == want
+    assert numpy_totals.dtype == F
+
+
+def test_the_orders_differ_from_a_plain_sum():
+    """The lanes' order is not the values one after another (for these values), and a total of
+    negative zeros is +0.0, as a sum from zero."""
+    from caffecli.kernels import caffe_gemv
+    a = numpy.array([[1e8, 1, 1, 1, -1e8, 1, 1, 1]] * 4, F)
+    plain = F(0)
+    for v in a[0]:
+        plain = F(plain + v)
+    assert caffe_gemv.row_totals(a, 1)[0] != plain
+    assert not numpy.signbit(caffe_gemv.row_totals(numpy.full((4, 3), -0.0, F), 1)).any()
+    assert not numpy.signbit(caffe_gemv.item_totals(numpy.full((3, 2), -0.0, F))).any()
+
+
+@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("items", [1, 3, 4, 5, 8, 9])
+def test_item_totals_follow_openblas_gemv_order(channels, items):
+    """A channel's total over its items, by the compiled kernel and by numpy: in order, or by
+    OpenBLAS's scalar loops for fewer than four channels (pairs; fours for one channel)."""
+    from caffecli.kernels import caffe_gemv
+    rng = numpy.random.default_rng(10 * channels + items)
+    t = (rng.standard_normal((items, channels)) * 10 ** rng.uniform(-4, 4, (items, channels))
+         ).astype(F)
+    gemv_items = jit.kernel(batch_norm_jit._gemv_items)
+    numpy_totals = caffe_gemv.item_totals(t)
+    for c in range(channels):
+        want = spec_items(t[:, c], channels)
+        assert numpy_totals[c] == want
+        assert gemv_items(numpy.ascontiguousarray(t[:, c]), channels, F(0)) == want
+
+
+# channels fewer than four (pairs of items) and more, rows in the wide and narrow kernels
 SHAPES = [(2, 3, 1, 1), (4, 5, 3, 7), (3, 2, 12, 13), (2, 3, 5), (9, 2, 4, 3)]
 
 

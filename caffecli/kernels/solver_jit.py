@@ -4,7 +4,7 @@ the numpy steps made six to ten passes over the parameter and its histories, on 
 (CaffeNet's 61M values with SGD on 2 cores: 194 ms an iteration there, 20-29 ms here).
 
 Each step rounds as the numpy code of solvers/sgd.py and solvers/adaptive.py does, in the
-same order (as Caffe: its axpy/axpby steps one rounding, solvers/blas_steps.py, the rest in the
+same order (as Caffe: its axpy/axpby steps one rounding, kernels/blas_steps.py, the rest in the
 data's type, powx(., 0.5) the C library's pow), so the values are that reference's bit for
 bit; the threads (kernels/threads.py) take disjoint ranges. The
 device has the same updates as kernels/cuda/solvers.cu.
@@ -31,7 +31,7 @@ def _specialized(kind, reg):
             """Parameter w, its gradient g (left holding the update, as Caffe's diff) and
             histories h and h2, all of one size; a, b, c, e, f: the solver's constants
             (``_constants``). Indices from 0, so numba drops its negative-index wrap and
-            the loop vectorizes. Caffe's axpy/axpby steps are one rounding (solvers/
+            the loop vectorizes. Caffe's axpy/axpby steps are one rounding (kernels/
             blas_steps.py): taken in float64, stored to the data's type; its powx(., 0.5) is
             pow (``half``: 0.5 in the data's type)."""
             for i in range(w.size):

@@ -5,7 +5,8 @@ bits as the numpy code here)."""
 import numpy
 
 from ..blob import Blob
-from ..kernels import batch_norm_jit, channel_jit, device, jit
+from ..kernels import batch_norm_jit, caffe_gemv, channel_jit, device, jit
+from ..kernels.blas_steps import fused
 from ..kernels.threads import for_parts
 from ..layer import NeuronLayer
 from ..proto import caffe_pb2
@@ -60,14 +61,12 @@ class BatchNormLayer(NeuronLayer):
 
     def _channel_sum(self, a, b=None, scale=1.0):
         """Per-channel sum of a (or of a * b) over spatial, times scale, then summed over num
-        (Caffe's two gemvs). On the host each sum adds its values one after another, as
-        Caffe's gemvs do over short rows and batch_norm_jit's kernels do (a cumulative sum's
-        last value, plus zero as a sum from zero: -0.0 becomes 0.0)."""
+        (Caffe's two gemvs): on the host in OpenBLAS's order (kernels/caffe_gemv.py, which
+        batch_norm_jit's kernels follow), on a device by its own reductions."""
         values = a if b is None else a * b
         if self.xp is numpy:
-            per_item = values.cumsum(axis=2)[:, :, -1] + a.dtype.type(0)
-        else:
-            per_item = values.sum(axis=2)
+            return caffe_gemv.channel_totals(values, scale)
+        per_item = values.sum(axis=2)
         if scale != 1.0:
             per_item *= a.dtype.type(scale)
         return per_item.sum(axis=0)
@@ -84,10 +83,11 @@ class BatchNormLayer(NeuronLayer):
         self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
         return mean, x_norm, self._channel_sum(x_norm, x_norm, 1.0 / n)
 
-    def _correction(self, bottom):
-        """Caffe's unbiasing factor m / (m - 1) of the running variance."""
+    def _correction(self, bottom, dtype=numpy.float64):
+        """Caffe's unbiasing factor m / (m - 1) of the running variance, divided in ``dtype``
+        (Caffe's Dtype(m) / (m - 1))."""
         m = bottom[0].count() // self.channels
-        return m / (m - 1.0) if m > 1 else 1.0
+        return dtype(m) / dtype(m - 1) if m > 1 else dtype(1)
 
     def forward(self, bottom, top):
         x = self._view(bottom[0].data, bottom)
@@ -102,8 +102,8 @@ class BatchNormLayer(NeuronLayer):
             maf = self.moving_average_fraction
             self.weights[2].data[...] = self.weights[2].data * maf + 1
             self.weights[0].data[...] = mean + self.weights[0].data * maf
-            self.weights[1].data[...] = (var * self._correction(bottom)
-                                         + self.weights[1].data * maf)
+            self.weights[1].data[...] = fused(self._correction(bottom, x.dtype.type), var,
+                                              self.weights[1].data * maf)   # Caffe's axpby
             self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
             if compiled:
                 batch_norm_jit.normalize(x_norm, self.std.reshape(-1), y)

@@ -8,8 +8,8 @@ import numpy
 from .. import backend
 from ..errors import CaffeError
 from ..kernels import libm
+from ..kernels.blas_steps import fused
 from .base import register_solver
-from .blas_steps import fused
 from .sgd import SGDSolver
 
 f32 = numpy.float32

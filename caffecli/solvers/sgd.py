@@ -10,8 +10,8 @@ from .. import backend, context, glog
 from ..blob import Blob
 from ..errors import CaffeError
 from ..kernels import device, jit, solver_jit
+from ..kernels.blas_steps import fused
 from .base import Solver, register_solver
-from .blas_steps import fused
 from .lr_policy import learning_rate
 
 f32 = numpy.float32
