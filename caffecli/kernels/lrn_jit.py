@@ -1,6 +1,9 @@
 """LRN on the host as compiled loops (kernels/jit.py), in Caffe's order (lrn_layer.cpp).
 Across channels: the scale's window sum runs along the channels (add the channel entering,
-subtract the one leaving) and the backward's ratio sum likewise. Within a channel: Caffe's
+subtract the one leaving) and the backward's ratio sum likewise; Caffe's axpy steps there (the
+squares into the scale, the ratios' products into the diff) are fused multiply-adds, one
+rounding (``wide``: in double for float32 data), without which a quarter of the golden LRN
+values were an ulp or so off. Within a channel: Caffe's
 composition (square, AVE pooling with its padded divisor, power, product) fused into one pass
 over each plane, each step rounded as its layer rounds it, the pooling's sums in its loops'
 order. layers/lrn.py keeps numpy code as the reference and for device arrays.
@@ -19,6 +22,9 @@ import numpy
 from .jit import prange
 from .threads import for_native
 
+wide = numpy.float64   # Caffe's axpy steps (OpenBLAS's fused multiply-adds): one rounding, for
+                       # float32 data, taken in double and stored
+
 
 def _forward(x, size, alpha_over_size, k, neg_beta, roots, scale, powed, y):
     n, c, h, w = x.shape
@@ -30,17 +36,21 @@ def _forward(x, size, alpha_over_size, k, neg_beta, roots, scale, powed, y):
         for ch in range(min(size - pre, c)):
             for a in range(h):
                 for b in range(w):
-                    scale[i, 0, a, b] += x[i, ch, a, b] * x[i, ch, a, b] * alpha_over_size
+                    sq = x[i, ch, a, b] * x[i, ch, a, b]
+                    scale[i, 0, a, b] = wide(alpha_over_size) * wide(sq) + wide(scale[i, 0, a, b])
         for ch in range(1, c):
             head, tail = ch + size - 1 - pre, ch - 1 - pre
             for a in range(h):
                 for b in range(w):
-                    v = scale[i, ch - 1, a, b]
+                    scale[i, ch, a, b] = scale[i, ch - 1, a, b]
                     if head < c:
-                        v += x[i, head, a, b] * x[i, head, a, b] * alpha_over_size
+                        sq = x[i, head, a, b] * x[i, head, a, b]
+                        scale[i, ch, a, b] = (wide(alpha_over_size) * wide(sq)
+                                              + wide(scale[i, ch, a, b]))
                     if tail >= 0:
-                        v -= x[i, tail, a, b] * x[i, tail, a, b] * alpha_over_size
-                    scale[i, ch, a, b] = v
+                        sq = x[i, tail, a, b] * x[i, tail, a, b]
+                        scale[i, ch, a, b] = (wide(-alpha_over_size) * wide(sq)
+                                              + wide(scale[i, ch, a, b]))
         for ch in range(c):
             for a in range(h):
                 for b in range(w):
@@ -73,7 +83,8 @@ def _backward(x, y, dy, scale, powed, size, ratio_coef, dx):
                 for b in range(w):
                     if head < c:
                         accum[a, b] += ratio[head, a, b]
-                    dx[i, ch, a, b] += -ratio_coef * (x[i, ch, a, b] * accum[a, b])
+                    dx[i, ch, a, b] = (wide(-ratio_coef) * wide(x[i, ch, a, b] * accum[a, b])
+                                       + wide(dx[i, ch, a, b]))
                     if tail >= 0:
                         accum[a, b] -= ratio[tail, a, b]
 
@@ -191,8 +202,8 @@ def forward(x, size, alpha, beta, k, scale, powed, y, roots=False):
     backward reuses) of ACROSS_CHANNELS LRN; the images split across numba's threads. With
     ``roots`` (beta 0.75, float32) scale^-beta by refined square roots (``_power_075``)."""
     dt = x.dtype.type
-    for_native(_forward_parts, x.shape[0], x.size, x, size, dt(alpha / size), dt(k), dt(-beta),
-               bool(roots), scale, powed, y)
+    for_native(_forward_parts, x.shape[0], x.size, x, size, dt(alpha) / dt(size), dt(k),
+               dt(-beta), bool(roots), scale, powed, y)
 
 
 def backward(x, y, dy, scale, powed, size, alpha, beta, dx):
