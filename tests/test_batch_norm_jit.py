@@ -6,7 +6,7 @@ import numpy
 import pytest
 
 from caffecli.blob import Blob
-from caffecli.kernels import batch_norm_jit, jit, threads
+from caffecli.kernels import caffe_gemv_jit, jit, threads
 from gradcheck import make_layer
 
 pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
@@ -74,7 +74,7 @@ def test_row_totals_follow_openblas_gemv_order(n):
     rows = (rng.standard_normal((5, n)) * 10 ** rng.uniform(-3, 3, (5, n))).astype(F)
     alpha = F(1.0 / 37)
     numpy_totals = caffe_gemv.row_totals(rows, alpha)
-    gemv_row = jit.kernel(batch_norm_jit._gemv_row)
+    gemv_row = jit.kernel(caffe_gemv_jit._gemv_row)
     box = numpy.empty(1, F)
     for r, wide in ((0, True), (3, True), (4, False)):
         want = spec_row(rows[r], alpha, wide)
@@ -105,7 +105,7 @@ def test_item_totals_follow_openblas_gemv_order(channels, items):
     rng = numpy.random.default_rng(10 * channels + items)
     t = (rng.standard_normal((items, channels)) * 10 ** rng.uniform(-4, 4, (items, channels))
          ).astype(F)
-    gemv_items = jit.kernel(batch_norm_jit._gemv_items)
+    gemv_items = jit.kernel(caffe_gemv_jit._gemv_items)
     numpy_totals = caffe_gemv.item_totals(t)
     for c in range(channels):
         want = spec_items(t[:, c], channels)
@@ -169,6 +169,45 @@ def test_training_batch_norm_compiled_with_extreme_values(monkeypatch):
         bottom.data[...] = x
         with numpy.errstate(over="ignore"):   # numpy's squares of 3e30 overflow, as Caffe's
             layer.Forward([bottom], [top])
+        top.diff[...] = dy
+        layer.Backward([top], [True], [bottom])
+        results.append([top.data.copy(), bottom.diff.copy()])
+    for a, b in zip(*results):
+        numpy.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("shape", [(1, 5), (4, 12), (7, 9), (6, 4103), (9, 30), (3, 8198)])
+def test_compiled_row_totals_are_caffe_gemvs(shape, monkeypatch):
+    """caffe_gemv_jit.row_totals (MVN's rows), split across one thread or two, against
+    caffe_gemv's numpy code bit for bit: rows in fours and the narrow last rows, tails, blocks
+    of 4096."""
+    from caffecli.kernels import caffe_gemv
+    rng = numpy.random.default_rng(shape[1])
+    rows = (rng.standard_normal(shape) * 10 ** rng.uniform(-3, 3, shape)).astype(F)
+    want = caffe_gemv.row_totals(rows, F(0.25))
+    monkeypatch.setattr(threads, "MIN_PART_ELEMENTS", 1)
+    for count in ("1", "2"):
+        monkeypatch.setenv("OMP_NUM_THREADS", count)
+        got = caffe_gemv_jit.row_totals(rows, 0.25, numpy.full(shape[0], numpy.nan, F))
+        numpy.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("across,normalize", [(False, True), (True, True), (False, False)])
+def test_mvn_compiled_sums_are_numpys(across, normalize, monkeypatch):
+    """MVN forward and backward with its sums compiled and with CAFFECLI_JIT=0: the same bits."""
+    shape = (3, 5, 7, 9)
+    rng = numpy.random.default_rng(3)
+    x = (rng.standard_normal(shape) * 2 + 1).astype(F)
+    dy = rng.standard_normal(shape).astype(F)
+    results = []
+    for jit_on in ("0", "1"):
+        monkeypatch.setenv("CAFFECLI_JIT", jit_on)
+        layer = make_layer('type: "MVN" mvn_param { across_channels: %s normalize_variance: %s }'
+                           % (str(across).lower(), str(normalize).lower()))
+        bottom, top = Blob(shape), Blob()
+        layer.SetUp([bottom], [top])
+        bottom.data[...] = x
+        layer.Forward([bottom], [top])
         top.diff[...] = dy
         layer.Backward([top], [True], [bottom])
         results.append([top.data.copy(), bottom.diff.copy()])

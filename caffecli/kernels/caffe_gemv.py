@@ -1,4 +1,4 @@
-"""Caffe's per-channel sums by gemv against a vector of ones (BatchNorm's statistics), added in
+"""Caffe's sums by gemv against a vector of ones (BatchNorm's and MVN's statistics), added in
 the order OpenBLAS's x86 kernels (Haswell and later) add them, as numpy code: the reference
 that kernels/batch_norm_jit.py's compiled loops follow bit for bit.
 
@@ -20,15 +20,16 @@ BLOCK = 4096   # OpenBLAS's NBMAX: values of a row a kernel call sums
 
 def _lanes(block, width):
     """Each row's sum of block (rows, a multiple of 4) in ``width`` (8 or 4) lanes, reduced as
-    the kernels reduce them."""
+    the kernels reduce them; each lane adds its values one after another from zero (a
+    cumulative sum along the lanes' runs)."""
     rows, n = block.shape
-    lanes = numpy.zeros((rows, width), block.dtype)
+    lanes = numpy.zeros((rows, 1, width), block.dtype)
     i = 0
     if width == 8 and n & 4:
-        lanes[:, :4] += block[:, :4]
+        lanes[:, 0, :4] += block[:, :4]
         i = 4
-    for s in range(i, n, width):
-        lanes += block[:, s:s + width]
+    runs = block[:, i:].reshape(rows, -1, width)
+    lanes = numpy.concatenate((lanes, runs), axis=1).cumsum(axis=1)[:, -1]
     if width == 8:
         lanes = lanes[:, 4:] + lanes[:, :4]
     return (lanes[:, 0] + lanes[:, 1]) + (lanes[:, 2] + lanes[:, 3])

@@ -1,0 +1,199 @@
+"""Caffe's gemv sums against ones in OpenBLAS's order (kernels/caffe_gemv.py, the numpy
+reference) as compiled loops (kernels/jit.py): the row and item totals BatchNorm's kernels
+(kernels/batch_norm_jit.py) and MVN's rows take, bit for bit the numpy code's."""
+import numpy
+
+from .jit import prange
+from .threads import for_native
+
+
+def _lanes8(a, s0, s1, zero):
+    """a[s0:s1] (a multiple of 4 long) summed as OpenBLAS's Haswell sgemv_t kernel sums a
+    column of four it takes at once: eight lanes (the first four values into lanes 0-3 where
+    the length is 4 mod 8, then eight at a time), lane k and k + 4 added, then pairwise."""
+    l0 = l1 = l2 = l3 = l4 = l5 = l6 = l7 = zero
+    i = s0
+    if (s1 - s0) & 4:
+        l0 += a[i]
+        l1 += a[i + 1]
+        l2 += a[i + 2]
+        l3 += a[i + 3]
+        i += 4
+    while i < s1:
+        l0 += a[i]
+        l1 += a[i + 1]
+        l2 += a[i + 2]
+        l3 += a[i + 3]
+        l4 += a[i + 4]
+        l5 += a[i + 5]
+        l6 += a[i + 6]
+        l7 += a[i + 7]
+        i += 8
+    return ((l4 + l0) + (l5 + l1)) + ((l6 + l2) + (l7 + l3))
+
+
+def _lanes4(a, s0, s1, zero):
+    """a[s0:s1] (a multiple of 4 long) summed as OpenBLAS's SSE sgemv_t kernels for the last
+    one or two columns do: four lanes, then pairwise."""
+    l0 = l1 = l2 = l3 = zero
+    for i in range(s0, s1, 4):
+        l0 += a[i]
+        l1 += a[i + 1]
+        l2 += a[i + 2]
+        l3 += a[i + 3]
+    return (l0 + l1) + (l2 + l3)
+
+
+def _fma(a, b, c, box):
+    """a * b + c rounded once to box's dtype (exact for float32 data: the product and sum in
+    double, as kernels/blas_steps.py does; float64 data round twice)."""
+    box[0] = numpy.float64(a) * numpy.float64(b) + numpy.float64(c)
+    return box[0]
+
+
+def _gemv_row(a, alpha, wide, zero, box):
+    """alpha times the sum of row a, as Caffe's gemv (OpenBLAS's sgemv_t, x86 Haswell kernels)
+    takes each row of its (rows, n) matrix times a vector of ones: the first n - n % 4 values in
+    blocks of 4096 (``_lanes8`` for rows in the leading multiple of four rows, ``wide``, else
+    ``_lanes4``), each block's sum times alpha added to the total, then the last n % 4 values
+    times alpha by the C compiler's fused multiply-adds."""
+    n = a.shape[0]
+    body = n - n % 4
+    y = zero
+    for s0 in range(0, body, 4096):
+        s1 = min(body, s0 + 4096)
+        if wide:
+            y = _lanes8(a, s0, s1, zero) * alpha + y
+        else:
+            y = _fma(_lanes4(a, s0, s1, zero), alpha, y, box)
+    return _tail(a, body, alpha, y, box)
+
+
+def _tail(a, body, alpha, y, box):
+    """y plus alpha times a's last n % 4 values (from ``body``), as the C loops after sgemv_t's
+    kernels add them: fused multiply-adds as GCC contracts the expression."""
+    n = a.shape[0]
+    if n - body == 1:
+        y = _fma(a[body], alpha, y, box)
+    elif n - body == 2:
+        y = y + _fma(a[body], alpha, a[body + 1] * alpha, box)
+    elif n - body == 3:
+        y = y + _fma(a[body + 2], alpha, _fma(a[body], alpha, a[body + 1] * alpha, box), box)
+    return y
+
+
+def _lanes8_four(a, b, c, d, n, zero):
+    """``_lanes8`` of four rows' first n values at once: four chains of vector adds in flight
+    (a single row's chain waits on every add)."""
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
+    b0 = b1 = b2 = b3 = b4 = b5 = b6 = b7 = zero
+    c0 = c1 = c2 = c3 = c4 = c5 = c6 = c7 = zero
+    d0 = d1 = d2 = d3 = d4 = d5 = d6 = d7 = zero
+    i = 0
+    if n & 4:   # from zero, as the kernel's lanes are: -0.0 becomes 0.0
+        a0, a1, a2, a3 = zero + a[0], zero + a[1], zero + a[2], zero + a[3]
+        b0, b1, b2, b3 = zero + b[0], zero + b[1], zero + b[2], zero + b[3]
+        c0, c1, c2, c3 = zero + c[0], zero + c[1], zero + c[2], zero + c[3]
+        d0, d1, d2, d3 = zero + d[0], zero + d[1], zero + d[2], zero + d[3]
+        i = 4
+    while i < n:
+        a0 += a[i]
+        a1 += a[i + 1]
+        a2 += a[i + 2]
+        a3 += a[i + 3]
+        a4 += a[i + 4]
+        a5 += a[i + 5]
+        a6 += a[i + 6]
+        a7 += a[i + 7]
+        b0 += b[i]
+        b1 += b[i + 1]
+        b2 += b[i + 2]
+        b3 += b[i + 3]
+        b4 += b[i + 4]
+        b5 += b[i + 5]
+        b6 += b[i + 6]
+        b7 += b[i + 7]
+        c0 += c[i]
+        c1 += c[i + 1]
+        c2 += c[i + 2]
+        c3 += c[i + 3]
+        c4 += c[i + 4]
+        c5 += c[i + 5]
+        c6 += c[i + 6]
+        c7 += c[i + 7]
+        d0 += d[i]
+        d1 += d[i + 1]
+        d2 += d[i + 2]
+        d3 += d[i + 3]
+        d4 += d[i + 4]
+        d5 += d[i + 5]
+        d6 += d[i + 6]
+        d7 += d[i + 7]
+        i += 8
+    return (((a4 + a0) + (a5 + a1)) + ((a6 + a2) + (a7 + a3)),
+            ((b4 + b0) + (b5 + b1)) + ((b6 + b2) + (b7 + b3)),
+            ((c4 + c0) + (c5 + c1)) + ((c6 + c2) + (c7 + c3)),
+            ((d4 + d0) + (d5 + d1)) + ((d6 + d2) + (d7 + d3)))
+
+
+def _gemv_items(t, channels, zero):
+    """A channel's total of its items' row totals t (items,), as Caffe's second gemv (OpenBLAS's
+    sgemv_n over the items) adds them: one after another from zero; where the net has fewer than
+    four channels, as that gemv's scalar loops for them do (two items at a time for two or three
+    channels, four for one). Its vector kernels' orders for four or more items on four or more
+    channels (items split by parity, or by groups of eight) are not followed."""
+    n = t.shape[0]
+    y = zero
+    i = 0
+    if channels < 4:
+        while i + 4 <= n:
+            if channels == 1:
+                y += ((t[i] + t[i + 1]) + t[i + 2]) + t[i + 3]
+            else:
+                y += t[i] + t[i + 1]
+                y += t[i + 2] + t[i + 3]
+            i += 4
+    for k in range(i, n):
+        y += t[k]
+    return zero + y
+
+
+def four_totals(rows, count, g0, step, wide_rows, alpha, zero, out, o0, box):
+    """out[o0 + k] = ``_gemv_row`` of rows[k] for k < count (at most four), rows[k] being row
+    g0 + k * step of the gemv's matrix (wide: below ``wide_rows``, the leading multiple of four
+    rows); the four at once (``_lanes8_four``) where all are wide and each is one kernel call
+    (4096 values at most)."""
+    n = rows.shape[1]
+    body = n - n % 4
+    if count == 4 and g0 + 3 * step < wide_rows and body <= 4096:
+        sums = _lanes8_four(rows[0], rows[1], rows[2], rows[3], body, zero)
+        for k in range(4):
+            y = sums[k] * alpha + zero if body else zero
+            out[o0 + k] = _tail(rows[k], body, alpha, y, box)
+        return
+    for k in range(count):
+        out[o0 + k] = _gemv_row(rows[k], alpha, g0 + k * step < wide_rows, zero, box)
+
+
+def _row_totals(rows, alpha, zero, r0, r1, out):
+    """out[r] = alpha times row r's sum in the gemv's order, for rows r0..r1 of rows (R, n)."""
+    box = numpy.empty(1, rows.dtype)
+    r = rows.shape[0]
+    wide_rows = r - r % 4
+    for o in range(r0, r1, 4):
+        four_totals(rows[o:min(o + 4, r1)], min(4, r1 - o), o, 1, wide_rows, alpha, zero, out,
+                    o, box)
+
+
+def _row_totals_parts(bounds, rows, alpha, zero, out):
+    for p in prange(bounds.size - 1):
+        _row_totals(rows, alpha, zero, 4 * bounds[p], min(rows.shape[0], 4 * bounds[p + 1]),
+                    out)
+
+
+def row_totals(rows, alpha, out):
+    """out (R,) = alpha times each row's sum of rows (R, n), C-ordered host arrays, in the
+    order of caffe_gemv.row_totals (bit for bit); rows split across the threads in fours."""
+    dt = rows.dtype.type
+    for_native(_row_totals_parts, -(-rows.shape[0] // 4), rows.size, rows, dt(alpha), dt(0), out)
+    return out
