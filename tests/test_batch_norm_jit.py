@@ -105,7 +105,7 @@ def test_item_totals_follow_openblas_gemv_order(channels, items):
     rng = numpy.random.default_rng(10 * channels + items)
     t = (rng.standard_normal((items, channels)) * 10 ** rng.uniform(-4, 4, (items, channels))
          ).astype(F)
-    gemv_items = jit.kernel(caffe_gemv_jit._gemv_items)
+    gemv_items = jit.kernel(caffe_gemv_jit.gemv_items)
     numpy_totals = caffe_gemv.item_totals(t)
     for c in range(channels):
         want = spec_items(t[:, c], channels)

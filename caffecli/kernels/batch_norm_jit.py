@@ -11,20 +11,20 @@ channel's statistics cover every item), so the bits do not depend on the thread 
 """
 import numpy
 
-from .caffe_gemv_jit import _gemv_items, four_totals
+from .caffe_gemv_jit import four_totals, gemv_items
 from .jit import prange
 from .threads import for_native
 
 
 def _channel_total(rows, c, channels, alpha, zero, totals, box):
     """Channel c's gemv total of rows (items, inner): each item's row times alpha (four items
-    at a time: ``four_totals``), then ``_gemv_items``; totals: an (items,) buffer."""
+    at a time: ``four_totals``), then ``gemv_items``; totals: an (items,) buffer."""
     items = rows.shape[0]
     wide_rows = items * channels - (items * channels) % 4
     for o in range(0, items, 4):
         four_totals(rows[o:o + 4], min(4, items - o), o * channels + c, channels, wide_rows,
                     alpha, zero, totals, o, box)
-    return _gemv_items(totals, channels, zero)
+    return gemv_items(totals, channels, zero)
 
 
 def _forward_moments(x, scale, zero, c0, c1, mean, var, centered):
@@ -49,7 +49,7 @@ def _forward_moments(x, scale, zero, c0, c1, mean, var, centered):
                     sq[i] = v * v
             four_totals(block, count, o * channels + c, channels, wide_rows, scale, zero,
                         totals, o, box)
-        var[c] = _gemv_items(totals, channels, zero)
+        var[c] = gemv_items(totals, channels, zero)
 
 
 def _divide_copy(centered, std, c0, c1, y):
@@ -82,7 +82,7 @@ def _backward_sums(y, dy, zero, one, c0, c1, dots, totals):
                     into[i] = row[i] * grad[i]
             four_totals(block, count, o * channels + c, channels, wide_rows, one, zero,
                         item_totals, o, box)
-        dots[c] = _gemv_items(item_totals, channels, zero)
+        dots[c] = gemv_items(item_totals, channels, zero)
         totals[c] = _channel_total(dy[:, c], c, channels, one, zero, item_totals, box)
 
 

@@ -1,6 +1,6 @@
 """Caffe's sums by gemv against a vector of ones (BatchNorm's and MVN's statistics), added in
 the order OpenBLAS's x86 kernels (Haswell and later) add them, as numpy code: the reference
-that kernels/batch_norm_jit.py's compiled loops follow bit for bit.
+that kernels/caffe_gemv_jit.py's compiled loops follow bit for bit.
 
 The first gemv (sgemv_t) sums each row of a (rows, n) matrix: its kernel for four rows at a
 time keeps eight lanes (the first four values into lanes 0-3 where the length is 4 mod 8, then
@@ -8,8 +8,9 @@ eight at a time), adds lane k and k + 4, then pairwise; the SSE kernels for the 
 rows keep four lanes, then pairwise; blocks of 4096 values each add their sum times alpha to the
 total, and the last n % 4 values come times alpha through the C compiler's fused multiply-adds.
 The second gemv (sgemv_n) adds the items' totals: in order here, or as its scalar loops for
-fewer than four channels do (pairs of items for two or three channels, fours for one). With
-these the golden BatchNorm training cases' means, variances and outputs are Caffe's bits.
+fewer than four channels do (pairs of items for two or three channels, fours for one); its
+vector kernels' orders for four or more items on four or more channels are not followed. With
+these the golden BatchNorm and MVN cases' values are Caffe's bits.
 """
 import numpy
 

@@ -136,7 +136,7 @@ def _lanes8_four(a, b, c, d, n, zero):
             ((d4 + d0) + (d5 + d1)) + ((d6 + d2) + (d7 + d3)))
 
 
-def _gemv_items(t, channels, zero):
+def gemv_items(t, channels, zero):
     """A channel's total of its items' row totals t (items,), as Caffe's second gemv (OpenBLAS's
     sgemv_n over the items) adds them: one after another from zero; where the net has fewer than
     four channels, as that gemv's scalar loops for them do (two items at a time for two or three
