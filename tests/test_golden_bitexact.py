@@ -2,8 +2,8 @@
 case's tolerance: layers whose arithmetic caffecli follows step by step (the C library's exp,
 log and tanh, kernels/libm.py; the loss loops' order; the recurrent layers' step-by-step
 shared gradients; AVE pooling's quotient rounded to the data's type; the solvers' BLAS steps
-rounded once, kernels/blas_steps.py; BatchNorm's and MVN's sums in OpenBLAS's gemv order,
-kernels/caffe_gemv.py)."""
+rounded once, kernels/blas_steps.py; BatchNorm's, MVN's and Softmax's sums and dots in
+OpenBLAS's gemv and sdot orders, kernels/caffe_gemv.py)."""
 import platform
 
 import pytest
@@ -16,7 +16,8 @@ pytestmark = [
                        reason="Caffe's golden numbers used glibc's math functions")]
 
 BIT_EXACT = ["tanh", "sigmoid", "exp", "log", "elu", "bnll", "swish", "lstmunit", "lstm", "rnn",
-             "sigmoidce", "infogain", "multinomial", "pool", "batchnorm", "mvn"]
+             "sigmoidce", "infogain", "multinomial", "pool", "batchnorm", "mvn", "softmax",
+             "softmaxloss"]
 
 
 @pytest.mark.parametrize("family", BIT_EXACT)

@@ -814,32 +814,30 @@ def test_a_closure_driver_loads_from_the_disk_cache_in_a_new_process(tmp_path):
 
 
 def _caffe_softmax(x, dy):
-    """softmax_layer.cpp's CPU loops over (outer, C, inner) in x's dtype: the running maximum
-    by std::max, exp of the difference (the C library's, through libm), the channels' sum one
-    after another, the quotient; backward, the dot product one channel after another, then
-    (dy - dot) * y. Returns (y, dx)."""
-    from caffecli.kernels import libm
+    """softmax_layer.cpp's CPU steps over (outer, C, inner) in x's dtype: the running maximum
+    by std::max, exp of the difference (the C library's, through libm), the channels' sum by
+    gemv and the dot product by sdot in OpenBLAS's orders (kernels/caffe_gemv.py, which the
+    golden Softmax cases hold to Caffe's bits), the quotient, then (dy - dot) * y.
+    Returns (y, dx)."""
+    from caffecli.kernels import caffe_gemv, libm
     t = x.dtype.type
     m = x[:, 0].copy()
     for j in range(1, x.shape[1]):
         m = numpy.where(m < x[:, j], x[:, j], m)
     e = libm.exp(numpy, x - m[:, None])
-    total = numpy.zeros_like(m)
-    for j in range(x.shape[1]):
-        total = total + e[:, j]
-    y = e / total[:, None]
-    dot = numpy.zeros_like(m)
-    for j in range(x.shape[1]):
-        dot = dot + dy[:, j] * y[:, j]
+    y = e / caffe_gemv.channel_sums(e)[:, None]
+    dot = caffe_gemv.channel_dots(y, dy)
     return y, ((dy - dot[:, None]) * y).astype(t)
 
 
-@pytest.mark.parametrize("shape", [(6, 10, 1), (2, 21, 3000), (1, 3, 5000)])
+@pytest.mark.parametrize("shape", [(6, 10, 1), (2, 21, 3000), (1, 3, 5000), (3, 1000, 1),
+                                   (2, 97, 1), (2, 4, 13), (3, 5, 3), (2, 4, 2)])
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 def test_compiled_softmax_is_caffes_loops_bit_for_bit(shape, dtype):
-    """kernels/softmax_jit.py against a transcription of Caffe's loops: the same bits forward
-    and backward (positions split in runs of INNER_CHUNK across the threads). numpy's reduction
-    (the reference, and the device's) sums a classifier's channels pairwise: not these bits."""
+    """kernels/softmax_jit.py against Caffe's steps: the same bits forward and backward
+    (positions split in runs of INNER_CHUNK across the threads; sdot's unit-stride kernel for a
+    classifier's 1000 and 97 channels, its strided pairs, gemv's channel orders for four
+    channels and fewer than four positions)."""
     from caffecli.kernels import activations, softmax_jit
     rs = numpy.random.RandomState(sum(shape))
     x = (rs.randn(*shape) * 4).astype(dtype)

@@ -1,7 +1,7 @@
 """Activations written once for numpy and cupy, in Caffe's arithmetic."""
 import numpy
 
-from . import jit, libm, softmax_jit
+from . import caffe_gemv, jit, libm, softmax_jit
 
 
 def sigmoid(xp, z, out=None):
@@ -25,7 +25,10 @@ def softmax(xp, x, out=None):
         return softmax_jit.forward(x, numpy.empty_like(x) if out is None else out)
     e = x - x.max(axis=1, keepdims=True)
     libm.exp(xp, e, out=e)
-    y = e / e.sum(axis=1, keepdims=True)
+    if xp is numpy:   # Caffe's gemv sum in OpenBLAS's order
+        y = e / caffe_gemv.channel_sums(e)[:, None, :]
+    else:
+        y = e / e.sum(axis=1, keepdims=True)
     if out is None:
         return y
     out[...] = y
@@ -38,7 +41,10 @@ def softmax_backward(top_data, top_diff, out=None):
     if jit.usable(top_data, top_diff) and (out is None or jit.usable(out)):
         return softmax_jit.backward(top_data, top_diff,
                                     numpy.empty_like(top_data) if out is None else out)
-    dot = (top_diff * top_data).sum(axis=1, keepdims=True)
+    if isinstance(top_data, numpy.ndarray):   # Caffe's sdot in OpenBLAS's order
+        dot = caffe_gemv.channel_dots(top_data, top_diff)[:, None, :]
+    else:
+        dot = (top_diff * top_data).sum(axis=1, keepdims=True)
     d = (top_diff - dot) * top_data
     if out is None:
         return d

@@ -1,6 +1,7 @@
-"""Caffe's sums by gemv against a vector of ones (BatchNorm's and MVN's statistics), added in
-the order OpenBLAS's x86 kernels (Haswell and later) add them, as numpy code: the reference
-that kernels/caffe_gemv_jit.py's compiled loops follow bit for bit.
+"""Caffe's sums by gemv against a vector of ones (BatchNorm's and MVN's statistics) and its
+channel dot products (Softmax's gradient, cblas_sdot), added in the order OpenBLAS's x86
+kernels (Haswell and later; sdot's SKYLAKEX kernel) add them, as numpy code: the reference that
+kernels/caffe_gemv_jit.py's and softmax_jit.py's compiled loops follow bit for bit.
 
 The first gemv (sgemv_t) sums each row of a (rows, n) matrix: its kernel for four rows at a
 time keeps eight lanes (the first four values into lanes 0-3 where the length is 4 mod 8, then
@@ -83,3 +84,85 @@ def channel_totals(values, alpha):
     items, channels, inner = values.shape
     per_row = row_totals(values.reshape(items * channels, inner), alpha)
     return item_totals(per_row.reshape(items, channels))
+
+
+def _rounded(v, dtype):
+    return v.astype(dtype).astype(numpy.float64)
+
+
+def channel_dots(a, b):
+    """OpenBLAS's sdot of a[i, :, k] and b[i, :, k] over the channels of (outer, C, inner)
+    arrays, as Caffe's Softmax gradient takes it (caffe_cpu_strided_dot): a double total of
+    the data type's products, returned in the data's type. With a stride (inner > 1) the
+    products come in pairs, the first fused into the second (GCC's contraction); unit stride
+    (inner 1) adds the last C % 32 products one by one, then the kernel's sum of the first
+    C - C % 32 (``_sdot_kernel``). The golden Softmax gradients are these bits."""
+    dt, wide = a.dtype, numpy.float64
+    c = a.shape[1]
+    total = numpy.zeros((a.shape[0], a.shape[2]), wide)
+    if a.shape[2] > 1 or c < 32:
+        pairs = c - c % 2 if a.shape[2] > 1 else 0
+        for j in range(0, pairs, 2):
+            second = (a[:, j + 1] * b[:, j + 1]).astype(wide)
+            total += _rounded(a[:, j].astype(wide) * b[:, j].astype(wide) + second, dt)
+        for j in range(pairs, c):
+            total += (a[:, j] * b[:, j]).astype(wide)
+        return total.astype(dt)
+    n1 = c - c % 32
+    for j in range(n1, c):
+        total += (a[:, j] * b[:, j]).astype(wide)
+    total += _sdot_kernel(a[:, :n1, 0], b[:, :n1, 0]).astype(wide)[:, None]
+    return total.astype(dt)
+
+
+def _sdot_kernel(a, b):
+    """OpenBLAS's SKYLAKEX sdot kernel over rows of (rows, n), n a multiple of 32: four
+    16-lane fused accumulators over blocks of 64, folded to 8 lanes, four 8-lane ones over a
+    last block of 32, added ((0 + 1) + 2) + 3, the halves added, then pairwise."""
+    dt, wide = a.dtype, numpy.float64
+    rows, n = a.shape
+    n64 = n - n % 64
+    acc = numpy.zeros((rows, 64), dt)
+    for s in range(0, n64, 64):
+        acc = _rounded(a[:, s:s + 64].astype(wide) * b[:, s:s + 64] + acc, dt).astype(dt)
+    eight = (acc.reshape(rows, 4, 2, 8)[:, :, 0] + acc.reshape(rows, 4, 2, 8)[:, :, 1])
+    for s in range(n64, n, 32):
+        block = (a[:, s:s + 32].astype(wide) * b[:, s:s + 32]).reshape(rows, 4, 8)
+        eight = _rounded(block + eight, dt).astype(dt)
+    lanes = ((eight[:, 0] + eight[:, 1]) + eight[:, 2]) + eight[:, 3]
+    half = lanes[:, :4] + lanes[:, 4:]
+    return (half[:, 0] + half[:, 1]) + (half[:, 2] + half[:, 3])
+
+
+def channel_sums(e):
+    """Caffe's Softmax sum over the channels of e (outer, C, inner) at each position, by gemv
+    (OpenBLAS's sgemv_n with a row a position): in order from zero, except where OpenBLAS's
+    order is known to differ: for the last inner % 4 positions when inner < 4 (its scalar loops:
+    channels in pairs for 2 or 3 positions, in fours for 1), and with exactly four channels for
+    the leading multiple of four positions (its kernel adds channels 0 + 2 and 1 + 3 for the
+    first 4 and 8 positions of a block, in order after them). Other channel counts up to 48
+    take another SKYLAKEX kernel, not followed."""
+    outer, c, inner = e.shape
+    zero = e.dtype.type(0)
+    body = inner - inner % 4
+    total = numpy.zeros((outer, inner), e.dtype)
+    for j in range(c):
+        total += e[:, j]
+    total += zero
+    if inner < 4 and c >= 4:
+        y, i = numpy.zeros((outer, inner), e.dtype), 0
+        while i + 4 <= c:
+            if inner == 1:
+                y += ((e[:, i] + e[:, i + 1]) + e[:, i + 2]) + e[:, i + 3]
+            else:
+                y += e[:, i] + e[:, i + 1]
+                y += e[:, i + 2] + e[:, i + 3]
+            i += 4
+        for j in range(i, c):
+            y += e[:, j]
+        total = y + zero
+    elif c == 4 and body:
+        prefix = (4 if body & 4 else 0) + (8 if body & 8 else 0)
+        total[:, :prefix] = ((e[:, 0, :prefix] + e[:, 2, :prefix])
+                             + (e[:, 1, :prefix] + e[:, 3, :prefix])) + zero
+    return total

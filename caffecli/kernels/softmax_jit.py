@@ -21,7 +21,7 @@ from .threads import for_native
 INNER_CHUNK = 2048   # positions a part takes at a time: their running maxima and sums in L1
 
 
-def _forward(x, i, k0, k1, m, s, y):
+def _forward(x, i, k0, k1, m, s, zero, y):
     """y[i, :, k0:k1] = the softmax of x[i, :, k0:k1] over its channels; m, s: scratch."""
     c = x.shape[1]
     n = k1 - k0
@@ -41,26 +41,97 @@ def _forward(x, i, k0, k1, m, s, y):
             e = math.exp(row[k] - m[k])
             out[k] = e
             s[k] += e
+    inner = x.shape[2]
+    body = inner - inner % 4
+    if (inner < 4 and c >= 4) or (c == 4 and body):   # OpenBLAS's gemv order differs here
+        prefix = (4 if body & 4 else 0) + (8 if body & 8 else 0)
+        for k in range(n):
+            s[k] = _gemv_sum(y, i, k0 + k, c, inner, prefix, s[k], zero)
     for j in range(c):
         out = y[i, j, k0:k1]
         for k in range(n):
             out[k] = out[k] / s[k]
 
 
-def _backward(y, dy, i, k0, k1, s, dx):
-    """dx[i, :, k0:k1] = (dy - sum over channels of dy * y) * y; s: scratch."""
+def _gemv_sum(e, i, k, c, inner, prefix, running, zero):
+    """The channels' sum of e[i, :, k] in OpenBLAS's sgemv_n order where it differs from the
+    ``running`` sum (caffe_gemv.channel_sums): pairs or fours of channels for fewer than four
+    positions, channels 0 + 2 and 1 + 3 for four channels' first ``prefix`` positions."""
+    if inner < 4:
+        y = zero
+        j = 0
+        while j + 4 <= c:
+            if inner == 1:
+                y += ((e[i, j, k] + e[i, j + 1, k]) + e[i, j + 2, k]) + e[i, j + 3, k]
+            else:
+                y += e[i, j, k] + e[i, j + 1, k]
+                y += e[i, j + 2, k] + e[i, j + 3, k]
+            j += 4
+        for j in range(j, c):
+            y += e[i, j, k]
+        return y + zero
+    if k < prefix:
+        return ((e[i, 0, k] + e[i, 2, k]) + (e[i, 1, k] + e[i, 3, k])) + zero
+    return running
+
+
+def _backward(y, dy, i, k0, k1, s, d, dx):
+    """dx[i, :, k0:k1] = (dy - the channels' dot of dy and y) * y; s (data type) and d
+    (float64): scratch. The dot is OpenBLAS's sdot as Caffe calls it (caffe_gemv.channel_dots):
+    a double total of the products, in pairs (the first fused) along a stride, or the unit
+    stride's tail products and then its kernel's sum (``_sdot_kernel``)."""
     c = y.shape[1]
     n = k1 - k0
     for k in range(n):
-        s[k] = 0
-    for j in range(c):
-        row, grad = y[i, j, k0:k1], dy[i, j, k0:k1]
-        for k in range(n):
-            s[k] += grad[k] * row[k]
+        d[k] = 0.0
+    if y.shape[2] > 1 or c < 32:
+        pairs = c - c % 2 if y.shape[2] > 1 else 0
+        for j in range(0, pairs, 2):
+            r0, g0 = y[i, j, k0:k1], dy[i, j, k0:k1]
+            r1, g1 = y[i, j + 1, k0:k1], dy[i, j + 1, k0:k1]
+            for k in range(n):   # the fused pair, rounded to the data type in s
+                s[k] = numpy.float64(r0[k]) * numpy.float64(g0[k]) + numpy.float64(r1[k] * g1[k])
+                d[k] += s[k]
+        for j in range(pairs, c):
+            row, grad = y[i, j, k0:k1], dy[i, j, k0:k1]
+            for k in range(n):
+                d[k] += row[k] * grad[k]
+    else:
+        n1 = c - c % 32
+        for j in range(n1, c):
+            d[0] += y[i, j, 0] * dy[i, j, 0]
+        d[0] += _sdot_kernel(y[i, :n1, 0], dy[i, :n1, 0], s)
+    for k in range(n):
+        s[k] = d[k]
     for j in range(c):
         row, grad, out = y[i, j, k0:k1], dy[i, j, k0:k1], dx[i, j, k0:k1]
         for k in range(n):
             out[k] = (grad[k] - s[k]) * row[k]
+
+
+def _sdot_kernel(a, b, lanes):
+    """OpenBLAS's SKYLAKEX sdot kernel over a, b (a multiple of 32 long; caffe_gemv's
+    ``_sdot_kernel``): four 16-lane fused accumulators over blocks of 64, folded to 8 lanes,
+    four 8-lane ones over a last block of 32, added ((0 + 1) + 2) + 3, the halves added, then
+    pairwise; lanes: a scratch of the data type, 64 long at least."""
+    n = a.shape[0]
+    n64 = n - n % 64
+    for l in range(64):
+        lanes[l] = 0
+    for s in range(0, n64, 64):
+        for l in range(64):
+            lanes[l] = numpy.float64(a[s + l]) * numpy.float64(b[s + l]) + numpy.float64(lanes[l])
+    for j in range(4):
+        for l in range(8):
+            lanes[8 * j + l] = lanes[16 * j + l] + lanes[16 * j + 8 + l]
+    for s in range(n64, n, 32):
+        for l in range(32):
+            lanes[l] = numpy.float64(a[s + l]) * numpy.float64(b[s + l]) + numpy.float64(lanes[l])
+    for l in range(8):
+        lanes[l] = ((lanes[l] + lanes[8 + l]) + lanes[16 + l]) + lanes[24 + l]
+    for l in range(4):
+        lanes[l] = lanes[l] + lanes[4 + l]
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
 
 
 def _loss_backward(prob, labels, valid, scale, one, zero, i, k0, k1, dx):
@@ -86,21 +157,22 @@ def _span(u, per_item, inner):
     return i, k0, min(inner, k0 + INNER_CHUNK)
 
 
-def _forward_parts(bounds, x, per_item, y):
+def _forward_parts(bounds, x, per_item, zero, y):
     for p in prange(bounds.size - 1):
         m = numpy.empty(INNER_CHUNK, y.dtype)
         s = numpy.empty(INNER_CHUNK, y.dtype)
         for u in range(bounds[p], bounds[p + 1]):
             i, k0, k1 = _span(u, per_item, x.shape[2])
-            _forward(x, i, k0, k1, m, s, y)
+            _forward(x, i, k0, k1, m, s, zero, y)
 
 
 def _backward_parts(bounds, y, dy, per_item, dx):
     for p in prange(bounds.size - 1):
-        s = numpy.empty(INNER_CHUNK, y.dtype)
+        s = numpy.empty(max(INNER_CHUNK, 64), y.dtype)
+        d = numpy.empty(INNER_CHUNK, numpy.float64)
         for u in range(bounds[p], bounds[p + 1]):
             i, k0, k1 = _span(u, per_item, y.shape[2])
-            _backward(y, dy, i, k0, k1, s, dx)
+            _backward(y, dy, i, k0, k1, s, d, dx)
 
 
 def _loss_backward_parts(bounds, prob, labels, valid, scale, one, zero, per_item, dx):
@@ -113,7 +185,7 @@ def _loss_backward_parts(bounds, prob, labels, valid, scale, one, zero, per_item
 def forward(x, y):
     """y = softmax of x (outer, C, inner) over axis 1 (C-ordered float host arrays)."""
     per_item, units = _units(x)
-    for_native(_forward_parts, units, x.size, x, per_item, y)
+    for_native(_forward_parts, units, x.size, x, per_item, x.dtype.type(0), y)
     return y
 
 
