@@ -8,10 +8,12 @@ time keeps eight lanes (the first four values into lanes 0-3 where the length is
 eight at a time), adds lane k and k + 4, then pairwise; the SSE kernels for the last one or two
 rows keep four lanes, then pairwise; blocks of 4096 values each add their sum times alpha to the
 total, and the last n % 4 values come times alpha through the C compiler's fused multiply-adds.
-The second gemv (sgemv_n) adds the items' totals: in order here, or as its scalar loops for
-fewer than four channels do (pairs of items for two or three channels, fours for one); its
-vector kernels' orders for four or more items on four or more channels are not followed. With
-these the golden BatchNorm and MVN cases' values are Caffe's bits.
+The second gemv (sgemv_n) adds the items' totals: in order here, or, on OpenBLAS's generic
+path (exactly 4 or more than 48 items: SKYLAKEX builds send the others to a kernel of their own,
+which the golden cases show adding in order), as its scalar loops for fewer than four channels
+do (pairs of items for two or three channels, fours for one); its vector kernels' orders for
+four or more channels are not followed. With these the golden BatchNorm and MVN cases' values
+are Caffe's bits.
 """
 import numpy
 
@@ -59,13 +61,20 @@ def row_totals(rows, alpha):
     return y
 
 
+def generic_path(n):
+    """Whether OpenBLAS's sgemv_n takes its generic kernels for n summed columns (exactly 4, or
+    more than 48); a SKYLAKEX build sends the rest to its own small kernel, whose order the
+    golden cases show as one after another."""
+    return n == 4 or n > 48
+
+
 def item_totals(t):
     """Each channel's total of t (items, channels), the items' row totals, in the second gemv's
     order (see the module's docstring)."""
     items, channels = t.shape
     y = numpy.zeros(channels, t.dtype)
     i = 0
-    if channels < 4:
+    if channels < 4 and generic_path(items):
         while i + 4 <= items:
             if channels == 1:
                 y += ((t[i] + t[i + 1]) + t[i + 2]) + t[i + 3]
@@ -136,12 +145,13 @@ def _sdot_kernel(a, b):
 
 def channel_sums(e):
     """Caffe's Softmax sum over the channels of e (outer, C, inner) at each position, by gemv
-    (OpenBLAS's sgemv_n with a row a position): in order from zero, except where OpenBLAS's
-    order is known to differ: for the last inner % 4 positions when inner < 4 (its scalar loops:
-    channels in pairs for 2 or 3 positions, in fours for 1), and with exactly four channels for
-    the leading multiple of four positions (its kernel adds channels 0 + 2 and 1 + 3 for the
-    first 4 and 8 positions of a block, in order after them). Other channel counts up to 48
-    take another SKYLAKEX kernel, not followed."""
+    (OpenBLAS's sgemv_n with a row a position): in order from zero, except on its generic path
+    (``generic_path``: exactly 4 or more than 48 channels), where its order is known to differ:
+    for fewer than four positions (its scalar loops: channels in pairs for 2 or 3 positions, in
+    fours for 1: a classifier's 1000 classes), and with four channels for the leading multiple
+    of four positions (its kernel adds channels 0 + 2 and 1 + 3 for the first 4 and 8 positions
+    of a block, in order after them). Its vector kernels for more than 48 channels on four or
+    more positions are not followed."""
     outer, c, inner = e.shape
     zero = e.dtype.type(0)
     body = inner - inner % 4
@@ -149,7 +159,7 @@ def channel_sums(e):
     for j in range(c):
         total += e[:, j]
     total += zero
-    if inner < 4 and c >= 4:
+    if inner < 4 and c >= 4 and generic_path(c):
         y, i = numpy.zeros((outer, inner), e.dtype), 0
         while i + 4 <= c:
             if inner == 1:

@@ -138,14 +138,14 @@ def _lanes8_four(a, b, c, d, n, zero):
 
 def gemv_items(t, channels, zero):
     """A channel's total of its items' row totals t (items,), as Caffe's second gemv (OpenBLAS's
-    sgemv_n over the items) adds them: one after another from zero; where the net has fewer than
-    four channels, as that gemv's scalar loops for them do (two items at a time for two or three
-    channels, four for one). Its vector kernels' orders for four or more items on four or more
-    channels (items split by parity, or by groups of eight) are not followed."""
+    sgemv_n over the items) adds them: one after another from zero; on its generic path (4 or
+    more than 48 items) with fewer than four channels, as that gemv's scalar loops do (two items
+    at a time for two or three channels, four for one). Its vector kernels' orders for four or
+    more channels (items split by parity, or by groups of eight) are not followed."""
     n = t.shape[0]
     y = zero
     i = 0
-    if channels < 4:
+    if channels < 4 and (n == 4 or n > 48):   # caffe_gemv.generic_path
         while i + 4 <= n:
             if channels == 1:
                 y += ((t[i] + t[i + 1]) + t[i + 2]) + t[i + 3]

@@ -43,7 +43,8 @@ def _forward(x, i, k0, k1, m, s, zero, y):
             s[k] += e
     inner = x.shape[2]
     body = inner - inner % 4
-    if (inner < 4 and c >= 4) or (c == 4 and body):   # OpenBLAS's gemv order differs here
+    # OpenBLAS's gemv order differs here (its generic path: caffe_gemv.generic_path)
+    if (inner < 4 and (c == 4 or c > 48)) or (c == 4 and body):
         prefix = (4 if body & 4 else 0) + (8 if body & 8 else 0)
         for k in range(n):
             s[k] = _gemv_sum(y, i, k0 + k, c, inner, prefix, s[k], zero)
