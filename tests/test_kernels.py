@@ -798,6 +798,19 @@ def test_inner_product_forward_by_output_only_for_a_small_batch():
 
 
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+def test_a_drivers_cache_key_covers_the_kernels_it_reaches_in_other_modules():
+    """batch_norm_jit's driver reaches caffe_gemv_jit's kernels through its own kernel; their
+    code keys the driver's disk cache entry (a compiled driver holds its whole call tree: after
+    an edit there the driver once ran the old code from the cache)."""
+    from caffecli.kernels import batch_norm_jit, caffe_gemv_jit
+    driver = jit.parallel(batch_norm_jit._forward_moments_parts)
+    foreign = driver.py_func.foreign
+    assert caffe_gemv_jit.four_totals in foreign and caffe_gemv_jit._lanes8_four in foreign
+    assert batch_norm_jit._forward_moments not in foreign   # its own file's stamp covers it
+    assert batch_norm_jit._forward_moments in driver.py_func.reach
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 def test_a_closure_driver_loads_from_the_disk_cache_in_a_new_process(tmp_path):
     """im2col's parts hold compiled kernels in their closure; a second process finds the first
     one's cache entry instead of compiling again and adding one (numba's own key pickled the

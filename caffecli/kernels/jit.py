@@ -172,25 +172,34 @@ def _closure_cache():
 def _linked(fn, **extra):
     """``fn`` rebuilt with the plain functions of its package's modules that it loads as globals
     (or holds in closure cells) compiled first by ``kernel``, as numba needs of a function a
-    kernel calls, and ``extra`` globals; ``foreign``: those of other modules (_closure_cache)."""
+    kernel calls, and ``extra`` globals; ``reach``: every such function it calls, directly or
+    through them; ``foreign``: those of other modules (_closure_cache keys by their code, since
+    a compiled function holds its whole call tree: a driver whose kernel calls another module's
+    kernel ran that kernel's old code from the disk cache after it changed)."""
     names = dict(fn.__globals__)
     called = {op.argval for op in dis.get_instructions(fn) if op.opname == "LOAD_GLOBAL"}
     package = fn.__module__.rpartition(".")[0]
-    foreign = []
+    reach = []
     for name in sorted(called):
         callee = names.get(name)
         if (isinstance(callee, types.FunctionType)
                 and callee.__module__.rpartition(".")[0] == package):
             names[name] = kernel(callee)
-            if callee.__module__ != fn.__module__:
-                foreign.append(callee)
+            for f in (callee,) + getattr(names[name].py_func, "reach", ()):
+                if f not in reach:
+                    reach.append(f)
     names.update(extra)
     cells = tuple(types.CellType(kernel(c.cell_contents)
                                  if isinstance(c.cell_contents, types.FunctionType)
                                  else c.cell_contents) for c in fn.__closure__ or ())
+    for cell in cells:   # a held kernel's callees (its own code is keyed as a cell)
+        for f in getattr(getattr(cell.cell_contents, "py_func", None), "reach", ()):
+            if f not in reach:
+                reach.append(f)
     linked = types.FunctionType(fn.__code__, names, fn.__name__, fn.__defaults__, cells or None)
     linked.__module__, linked.__qualname__ = fn.__module__, fn.__qualname__
-    linked.foreign = tuple(foreign)
+    linked.reach = tuple(reach)
+    linked.foreign = tuple(f for f in reach if f.__module__ != fn.__module__)
     return linked
 
 
