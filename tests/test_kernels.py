@@ -844,7 +844,8 @@ def _caffe_softmax(x, dy):
 
 
 @pytest.mark.parametrize("shape", [(6, 10, 1), (2, 21, 3000), (1, 3, 5000), (3, 1000, 1),
-                                   (2, 97, 1), (2, 4, 13), (3, 5, 3), (2, 4, 2)])
+                                   (2, 97, 1), (2, 4, 13), (3, 5, 3), (2, 4, 2), (1, 4, 5000),
+                                   (2, 60, 3)])
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 def test_compiled_softmax_is_caffes_loops_bit_for_bit(shape, dtype):
     """kernels/softmax_jit.py against Caffe's steps: the same bits forward and backward

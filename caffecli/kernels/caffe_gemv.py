@@ -150,8 +150,8 @@ def channel_sums(e):
     for fewer than four positions (its scalar loops: channels in pairs for 2 or 3 positions, in
     fours for 1: a classifier's 1000 classes), and with four channels for the leading multiple
     of four positions (its kernel adds channels 0 + 2 and 1 + 3 for the first 4 and 8 positions
-    of a block, in order after them). Its vector kernels for more than 48 channels on four or
-    more positions are not followed."""
+    of the last block of 4096, ``prefix_positions``, in order elsewhere). Its vector kernels
+    for more than 48 channels on four or more positions are not followed."""
     outer, c, inner = e.shape
     zero = e.dtype.type(0)
     body = inner - inner % 4
@@ -159,7 +159,7 @@ def channel_sums(e):
     for j in range(c):
         total += e[:, j]
     total += zero
-    if inner < 4 and c >= 4 and generic_path(c):
+    if inner < 4 and generic_path(c):
         y, i = numpy.zeros((outer, inner), e.dtype), 0
         while i + 4 <= c:
             if inner == 1:
@@ -171,8 +171,16 @@ def channel_sums(e):
         for j in range(i, c):
             y += e[:, j]
         total = y + zero
-    elif c == 4 and body:
-        prefix = (4 if body & 4 else 0) + (8 if body & 8 else 0)
-        total[:, :prefix] = ((e[:, 0, :prefix] + e[:, 2, :prefix])
-                             + (e[:, 1, :prefix] + e[:, 3, :prefix])) + zero
+    elif c == 4:
+        p0, p1 = prefix_positions(body)
+        total[:, p0:p1] = ((e[:, 0, p0:p1] + e[:, 2, p0:p1])
+                           + (e[:, 1, p0:p1] + e[:, 3, p0:p1])) + zero
     return total
+
+
+def prefix_positions(body):
+    """The positions (p0, p1) that sgemv_n's four-column kernel takes in its first 4 and 8 rows
+    (channels 0 + 2 and 1 + 3): those of the last block of rows (blocks of 4096 of the leading
+    multiple of four), as far as it has 4 and 8 of them."""
+    last = body % BLOCK
+    return body - last, body - last + (4 if last & 4 else 0) + (8 if last & 8 else 0)
