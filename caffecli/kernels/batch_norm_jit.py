@@ -20,10 +20,9 @@ def _channel_total(rows, c, channels, alpha, zero, totals, box):
     """Channel c's gemv total of rows (items, inner): each item's row times alpha (four items
     at a time: ``four_totals``), then ``gemv_items``; totals: an (items,) buffer."""
     items = rows.shape[0]
-    wide_rows = items * channels - (items * channels) % 4
     for o in range(0, items, 4):
-        four_totals(rows[o:o + 4], min(4, items - o), o * channels + c, channels, wide_rows,
-                    alpha, zero, totals, o, box)
+        four_totals(rows[o:o + 4], min(4, items - o), o * channels + c, channels,
+                    items * channels, alpha, zero, totals, o, box)
     return gemv_items(totals, channels, zero)
 
 
@@ -32,7 +31,6 @@ def _forward_moments(x, scale, zero, c0, c1, mean, var, centered):
     Caffe's gemvs sum them (``_channel_total``, alpha 1 / values a channel) and
     centered = x - mean, whose squares four items at a time go through a small buffer."""
     items, channels, inner = x.shape
-    wide_rows = items * channels - (items * channels) % 4
     block = numpy.empty((4, inner), x.dtype)
     totals = numpy.empty(items, x.dtype)
     box = numpy.empty(1, x.dtype)
@@ -47,8 +45,8 @@ def _forward_moments(x, scale, zero, c0, c1, mean, var, centered):
                     v = row[i] - m
                     into[i] = v
                     sq[i] = v * v
-            four_totals(block, count, o * channels + c, channels, wide_rows, scale, zero,
-                        totals, o, box)
+            four_totals(block, count, o * channels + c, channels, items * channels, scale,
+                        zero, totals, o, box)
         var[c] = gemv_items(totals, channels, zero)
 
 
@@ -69,7 +67,6 @@ def _backward_sums(y, dy, zero, one, c0, c1, dots, totals):
     sum them (``_channel_total``, alpha 1); the products of four items' rows go through a small
     buffer."""
     items, channels, inner = y.shape
-    wide_rows = items * channels - (items * channels) % 4
     block = numpy.empty((4, inner), y.dtype)
     item_totals = numpy.empty(items, y.dtype)
     box = numpy.empty(1, y.dtype)
@@ -80,8 +77,8 @@ def _backward_sums(y, dy, zero, one, c0, c1, dots, totals):
                 row, grad, into = y[o + k, c], dy[o + k, c], block[k]
                 for i in range(inner):
                     into[i] = row[i] * grad[i]
-            four_totals(block, count, o * channels + c, channels, wide_rows, one, zero,
-                        item_totals, o, box)
+            four_totals(block, count, o * channels + c, channels, items * channels, one,
+                        zero, item_totals, o, box)
         dots[c] = gemv_items(item_totals, channels, zero)
         totals[c] = _channel_total(dy[:, c], c, channels, one, zero, item_totals, box)
 

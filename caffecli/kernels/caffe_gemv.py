@@ -45,12 +45,15 @@ def row_totals(rows, alpha):
     r, n = rows.shape
     dt = rows.dtype.type
     alpha = dt(alpha)
-    wide = numpy.arange(r) < r - r % 4
+    wide = r - r % 4
     body = n - n % 4
     y = numpy.zeros(r, rows.dtype)
     for s0 in range(0, body, BLOCK):
         block = rows[:, s0:min(body, s0 + BLOCK)]
-        y = numpy.where(wide, _lanes(block, 8) * alpha + y, fused(alpha, _lanes(block, 4), y))
+        if wide:
+            y[:wide] = _lanes(block[:wide], 8) * alpha + y[:wide]
+        if wide < r:
+            y[wide:] = fused(alpha, _lanes(block[wide:], 4), y[wide:])
     tail = rows[:, body:]
     if n - body == 1:
         y = fused(alpha, tail[:, 0], y)

@@ -158,13 +158,14 @@ def gemv_items(t, channels, zero):
     return zero + y
 
 
-def four_totals(rows, count, g0, step, wide_rows, alpha, zero, out, o0, box):
+def four_totals(rows, count, g0, step, matrix_rows, alpha, zero, out, o0, box):
     """out[o0 + k] = ``_gemv_row`` of rows[k] for k < count (at most four), rows[k] being row
-    g0 + k * step of the gemv's matrix (wide: below ``wide_rows``, the leading multiple of four
-    rows); the four at once (``_lanes8_four``) where all are wide and each is one kernel call
-    (4096 values at most)."""
+    g0 + k * step of the gemv's matrix of ``matrix_rows`` rows (wide: in its leading multiple of
+    four rows); the four at once (``_lanes8_four``) where all are wide and each is one kernel
+    call (4096 values at most)."""
     n = rows.shape[1]
     body = n - n % 4
+    wide_rows = matrix_rows - matrix_rows % 4
     if count == 4 and g0 + 3 * step < wide_rows and body <= 4096:
         sums = _lanes8_four(rows[0], rows[1], rows[2], rows[3], body, zero)
         for k in range(4):
@@ -178,11 +179,9 @@ def four_totals(rows, count, g0, step, wide_rows, alpha, zero, out, o0, box):
 def _row_totals(rows, alpha, zero, r0, r1, out):
     """out[r] = alpha times row r's sum in the gemv's order, for rows r0..r1 of rows (R, n)."""
     box = numpy.empty(1, rows.dtype)
-    r = rows.shape[0]
-    wide_rows = r - r % 4
     for o in range(r0, r1, 4):
-        four_totals(rows[o:min(o + 4, r1)], min(4, r1 - o), o, 1, wide_rows, alpha, zero, out,
-                    o, box)
+        four_totals(rows[o:min(o + 4, r1)], min(4, r1 - o), o, 1, rows.shape[0], alpha, zero,
+                    out, o, box)
 
 
 def _row_totals_parts(bounds, rows, alpha, zero, out):
