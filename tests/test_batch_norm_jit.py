@@ -1,7 +1,8 @@
 """BatchNorm with the batch's statistics: the compiled passes (kernels/batch_norm_jit.py)
 against the layer's numpy code, bit for bit (tops, bottom diffs, running statistics), in place
 or not, on one thread or split, float32 and float64; and the order of their sums (Caffe's
-gemvs in OpenBLAS's order, kernels/caffe_gemv.py) against a value-by-value spec."""
+gemvs in OpenBLAS's order, kernels/caffe_gemv.py) against a value-by-value spec (the
+second gemv's: tests/test_caffe_gemv.py)."""
 import numpy
 import pytest
 
@@ -49,22 +50,6 @@ def spec_row(a, alpha, wide):
     return y
 
 
-def spec_items(t, channels):
-    """OpenBLAS's sgemv_n order for one channel's item totals (see caffe_gemv.item_totals)."""
-    y, i = F(0), 0
-    generic = len(t) == 4 or len(t) > 48   # OpenBLAS's generic path (caffe_gemv.generic_path)
-    while channels < 4 and generic and i + 4 <= len(t):
-        if channels == 1:
-            y = F(y + F(F(F(t[i] + t[i + 1]) + t[i + 2]) + t[i + 3]))
-        else:
-            y = F(y + F(t[i] + t[i + 1]))
-            y = F(y + F(t[i + 2] + t[i + 3]))
-        i += 4
-    for v in t[i:]:
-        y = F(y + v)
-    return F(y + F(0))
-
-
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 20, 27, 36, 4100, 4103])
 def test_row_totals_follow_openblas_gemv_order(n):
     """Each row's total times alpha, by the compiled kernel and by caffe_gemv's numpy code, is
@@ -95,24 +80,6 @@ def test_the_orders_differ_from_a_plain_sum():
     assert caffe_gemv.row_totals(a, 1)[0] != plain
     assert not numpy.signbit(caffe_gemv.row_totals(numpy.full((4, 3), -0.0, F), 1)).any()
     assert not numpy.signbit(caffe_gemv.item_totals(numpy.full((3, 2), -0.0, F))).any()
-
-
-@pytest.mark.parametrize("channels", [1, 2, 3, 4, 5])
-@pytest.mark.parametrize("items", [1, 3, 4, 5, 8, 9, 48, 49, 51])
-def test_item_totals_follow_openblas_gemv_order(channels, items):
-    """A channel's total over its items, by the compiled kernel and by numpy: in order, or on
-    OpenBLAS's generic path (4 or more than 48 items) by its scalar loops for fewer than four
-    channels (pairs; fours for one channel)."""
-    from caffecli.kernels import caffe_gemv
-    rng = numpy.random.default_rng(10 * channels + items)
-    t = (rng.standard_normal((items, channels)) * 10 ** rng.uniform(-4, 4, (items, channels))
-         ).astype(F)
-    gemv_items = jit.kernel(caffe_gemv_jit.gemv_items)
-    numpy_totals = caffe_gemv.item_totals(t)
-    for c in range(channels):
-        want = spec_items(t[:, c], channels)
-        assert numpy_totals[c] == want
-        assert gemv_items(numpy.ascontiguousarray(t[:, c]), channels, F(0)) == want
 
 
 # channels fewer than four (pairs of items) and more, rows in the wide and narrow kernels

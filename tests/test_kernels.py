@@ -845,13 +845,14 @@ def _caffe_softmax(x, dy):
 
 @pytest.mark.parametrize("shape", [(6, 10, 1), (2, 21, 3000), (1, 3, 5000), (3, 1000, 1),
                                    (2, 97, 1), (2, 4, 13), (3, 5, 3), (2, 4, 2), (1, 4, 5000),
-                                   (2, 60, 3)])
+                                   (2, 60, 3), (2, 60, 13), (1, 53, 4100), (1, 21, 16390)])
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 def test_compiled_softmax_is_caffes_loops_bit_for_bit(shape, dtype):
     """kernels/softmax_jit.py against Caffe's steps: the same bits forward and backward
     (positions split in runs of INNER_CHUNK across the threads; sdot's unit-stride kernel for a
     classifier's 1000 and 97 channels, its strided pairs, gemv's channel orders for four
-    channels and fewer than four positions)."""
+    channels, fewer than four positions, groups of eight channels and more than 16384
+    positions)."""
     from caffecli.kernels import activations, softmax_jit
     rs = numpy.random.RandomState(sum(shape))
     x = (rs.randn(*shape) * 4).astype(dtype)

@@ -23,7 +23,7 @@ def _channel_total(rows, c, channels, alpha, zero, totals, box):
     for o in range(0, items, 4):
         four_totals(rows[o:o + 4], min(4, items - o), o * channels + c, channels,
                     items * channels, alpha, zero, totals, o, box)
-    return gemv_items(totals, channels, zero)
+    return gemv_items(totals, c, channels, zero, zero)
 
 
 def _forward_moments(x, scale, zero, c0, c1, mean, var, centered):
@@ -47,7 +47,7 @@ def _forward_moments(x, scale, zero, c0, c1, mean, var, centered):
                     sq[i] = v * v
             four_totals(block, count, o * channels + c, channels, items * channels, scale,
                         zero, totals, o, box)
-        var[c] = gemv_items(totals, channels, zero)
+        var[c] = gemv_items(totals, c, channels, zero, zero)
 
 
 def _divide_copy(centered, std, c0, c1, y):
@@ -79,7 +79,7 @@ def _backward_sums(y, dy, zero, one, c0, c1, dots, totals):
                     into[i] = row[i] * grad[i]
             four_totals(block, count, o * channels + c, channels, items * channels, one,
                         zero, item_totals, o, box)
-        dots[c] = gemv_items(item_totals, channels, zero)
+        dots[c] = gemv_items(item_totals, c, channels, zero, zero)
         totals[c] = _channel_total(dy[:, c], c, channels, one, zero, item_totals, box)
 
 

@@ -39,15 +39,17 @@ def _lanes(block, width):
     return (lanes[:, 0] + lanes[:, 1]) + (lanes[:, 2] + lanes[:, 3])
 
 
-def row_totals(rows, alpha):
+def row_totals(rows, alpha, start=None):
     """alpha times each row's sum of rows (R, n), in the first gemv's order: the leading
-    multiple of four rows by the eight-lane kernel, the rest by the four-lane ones."""
+    multiple of four rows by the eight-lane kernel, the rest by the four-lane ones. With
+    ``start`` (R,): that gemv with beta 1, each block's and the tail's sum added to start's
+    values as they come (the gemv adds into y itself)."""
     r, n = rows.shape
     dt = rows.dtype.type
     alpha = dt(alpha)
     wide = r - r % 4
     body = n - n % 4
-    y = numpy.zeros(r, rows.dtype)
+    y = numpy.zeros(r, rows.dtype) if start is None else start.astype(rows.dtype, copy=True)
     for s0 in range(0, body, BLOCK):
         block = rows[:, s0:min(body, s0 + BLOCK)]
         if wide:
@@ -64,30 +66,75 @@ def row_totals(rows, alpha):
     return y
 
 
-def generic_path(n):
-    """Whether OpenBLAS's sgemv_n takes its generic kernels for n summed columns (exactly 4, or
-    more than 48); a SKYLAKEX build sends the rest to its own small kernel, whose order the
-    golden cases show as one after another."""
-    return n == 4 or n > 48
+def generic_path(n, m=0):
+    """Whether OpenBLAS's sgemv_n takes its generic kernels for n summed columns into m rows:
+    exactly 4 columns, more than 48, or more than 16384 rows; a SKYLAKEX build sends the rest
+    to its own small kernel, which sums each row's columns in order from zero and adds the total
+    to y."""
+    return n == 4 or n > 48 or m > 16384
 
 
-def item_totals(t):
-    """Each channel's total of t (items, channels), the items' row totals, in the second gemv's
-    order (see the module's docstring)."""
-    items, channels = t.shape
-    y = numpy.zeros(channels, t.dtype)
-    i = 0
-    if channels < 4 and generic_path(items):
-        while i + 4 <= items:
+def _generic_group(t, paired):
+    """A group of 8 or 4 columns t (k, rows) as the generic path's kernels sum them for each
+    row: from zero in order, or, for the rows where ``paired`` (the first 4 and 8 rows of a
+    call), even and odd columns in two accumulators added at the end."""
+    zero = t.dtype.type(0)
+    total = zero + t[0]
+    for k in range(1, len(t)):
+        total = total + t[k]
+    if paired.any():
+        even, odd = zero + t[0], zero + t[1]
+        for k in range(2, len(t), 2):
+            even, odd = even + t[k], odd + t[k + 1]
+        total = numpy.where(paired, even + odd, total)
+    return total
+
+
+def item_totals(t, start=None):
+    """y = start (or zeros) plus each channel's total of t (..., items, channels) as OpenBLAS's
+    sgemv_n, on one thread, adds the columns of Caffe's gemv into y (channels are its rows).
+    The SKYLAKEX small kernel (``generic_path`` false): items in order from zero, the total
+    added to y. The generic path: fewer than four leftover channels (channels % 4) sum from
+    zero and add to y, one after another but, where they are all the channels (the matrix's
+    leading dimension), items two at a time for two or three channels and four at a time for
+    one; the leading multiple of four channels take groups of 8 items, then 4, 2 and 1, each
+    group summed (``_generic_group``; the 8- and 4-item kernels pair even and odd items for the
+    first 4 and 8 channels of their call, ``prefix_positions``) and added to y in turn."""
+    items, channels = t.shape[-2:]
+    zero = t.dtype.type(0)
+    shape = t.shape[:-2] + (channels,)
+    y = numpy.zeros(shape, t.dtype) if start is None else \
+        numpy.broadcast_to(start, shape).astype(t.dtype)
+    if not generic_path(items, channels):
+        total = numpy.zeros(shape, t.dtype)
+        for k in range(items):
+            total += t[..., k, :]
+        return y + total
+    body = channels - channels % 4
+    if body < channels:
+        rest, i = t[..., body:], 0
+        total = numpy.zeros(shape[:-1] + (channels - body,), t.dtype)
+        while body == 0 and i + 4 <= items:
             if channels == 1:
-                y += ((t[i] + t[i + 1]) + t[i + 2]) + t[i + 3]
+                total += ((rest[..., i, :] + rest[..., i + 1, :]) + rest[..., i + 2, :]) \
+                    + rest[..., i + 3, :]
             else:
-                y += t[i] + t[i + 1]
-                y += t[i + 2] + t[i + 3]
+                total += rest[..., i, :] + rest[..., i + 1, :]
+                total += rest[..., i + 2, :] + rest[..., i + 3, :]
             i += 4
-    for k in range(i, items):
-        y += t[k]
-    return y + t.dtype.type(0)
+        for k in range(i, items):
+            total += rest[..., k, :]
+        y[..., body:] += total
+    if body:
+        p0, p1 = prefix_positions(body)
+        paired = numpy.zeros(body, bool)
+        paired[p0:p1] = True
+        i = 0
+        for width in [8] * (items // 8) + [w for w in (4, 2, 1) if items & w]:
+            group = numpy.moveaxis(t[..., i:i + width, :body], -2, 0)
+            y[..., :body] += _generic_group(group, paired if width >= 4 else paired[:0])
+            i += width
+    return y + zero
 
 
 def channel_totals(values, alpha):
@@ -147,38 +194,10 @@ def _sdot_kernel(a, b):
 
 
 def channel_sums(e):
-    """Caffe's Softmax sum over the channels of e (outer, C, inner) at each position, by gemv
-    (OpenBLAS's sgemv_n with a row a position): in order from zero, except on its generic path
-    (``generic_path``: exactly 4 or more than 48 channels), where its order is known to differ:
-    for fewer than four positions (its scalar loops: channels in pairs for 2 or 3 positions, in
-    fours for 1: a classifier's 1000 classes), and with four channels for the leading multiple
-    of four positions (its kernel adds channels 0 + 2 and 1 + 3 for the first 4 and 8 positions
-    of the last block of 4096, ``prefix_positions``, in order elsewhere). Its vector kernels
-    for more than 48 channels on four or more positions are not followed."""
-    outer, c, inner = e.shape
-    zero = e.dtype.type(0)
-    body = inner - inner % 4
-    total = numpy.zeros((outer, inner), e.dtype)
-    for j in range(c):
-        total += e[:, j]
-    total += zero
-    if inner < 4 and generic_path(c):
-        y, i = numpy.zeros((outer, inner), e.dtype), 0
-        while i + 4 <= c:
-            if inner == 1:
-                y += ((e[:, i] + e[:, i + 1]) + e[:, i + 2]) + e[:, i + 3]
-            else:
-                y += e[:, i] + e[:, i + 1]
-                y += e[:, i + 2] + e[:, i + 3]
-            i += 4
-        for j in range(i, c):
-            y += e[:, j]
-        total = y + zero
-    elif c == 4:
-        p0, p1 = prefix_positions(body)
-        total[:, p0:p1] = ((e[:, 0, p0:p1] + e[:, 2, p0:p1])
-                           + (e[:, 1, p0:p1] + e[:, 3, p0:p1])) + zero
-    return total
+    """Caffe's Softmax sum over the channels of e (outer, C, inner) at each position: its gemv
+    (OpenBLAS's sgemv_n with a row a position and a column a channel, beta 0), in the order
+    ``item_totals`` follows."""
+    return item_totals(e)
 
 
 def prefix_positions(body):

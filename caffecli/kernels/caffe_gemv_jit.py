@@ -136,26 +136,59 @@ def _lanes8_four(a, b, c, d, n, zero):
             ((d4 + d0) + (d5 + d1)) + ((d6 + d2) + (d7 + d3)))
 
 
-def gemv_items(t, channels, zero):
-    """A channel's total of its items' row totals t (items,), as Caffe's second gemv (OpenBLAS's
-    sgemv_n over the items) adds them: one after another from zero; on its generic path (4 or
-    more than 48 items) with fewer than four channels, as that gemv's scalar loops do (two items
-    at a time for two or three channels, four for one). Its vector kernels' orders for four or
-    more channels (items split by parity, or by groups of eight) are not followed."""
+def _group_sum(t, i, width, paired, zero):
+    """t[i:i + width] summed as the generic sgemv_n kernels sum a group of columns for one row:
+    from zero in order, or even and odd columns apart, then added (``paired``)."""
+    if not paired:
+        total = zero + t[i]   # from zero: -0.0 becomes 0.0
+        for k in range(i + 1, i + width):
+            total += t[k]
+        return total
+    even, odd = zero + t[i], zero + t[i + 1]
+    for k in range(i + 2, i + width, 2):
+        even += t[k]
+        odd += t[k + 1]
+    return even + odd
+
+
+def gemv_items(t, c, channels, start, zero):
+    """start plus channel c's total of its items t (items,), as Caffe's gemv over the items
+    (OpenBLAS's sgemv_n, one thread, ``channels`` rows) adds them into y: the compiled twin of
+    caffe_gemv.item_totals for one channel."""
     n = t.shape[0]
-    y = zero
+    if not (n == 4 or n > 48 or channels > 16384):   # caffe_gemv.generic_path
+        total = zero
+        for k in range(n):
+            total += t[k]
+        return start + total
+    body = channels - channels % 4
+    if c >= body:
+        total = zero
+        i = 0
+        if body == 0:
+            while i + 4 <= n:
+                if channels == 1:
+                    total += ((t[i] + t[i + 1]) + t[i + 2]) + t[i + 3]
+                else:
+                    total += t[i] + t[i + 1]
+                    total += t[i + 2] + t[i + 3]
+                i += 4
+        for k in range(i, n):
+            total += t[k]
+        return start + total
+    last = body % 4096   # caffe_gemv.prefix_positions
+    p0 = body - last
+    paired = p0 <= c < p0 + (4 if last & 4 else 0) + (8 if last & 8 else 0)
+    y = start
     i = 0
-    if channels < 4 and (n == 4 or n > 48):   # caffe_gemv.generic_path
-        while i + 4 <= n:
-            if channels == 1:
-                y += ((t[i] + t[i + 1]) + t[i + 2]) + t[i + 3]
-            else:
-                y += t[i] + t[i + 1]
-                y += t[i + 2] + t[i + 3]
-            i += 4
-    for k in range(i, n):
-        y += t[k]
-    return zero + y
+    while i + 8 <= n:
+        y += _group_sum(t, i, 8, paired, zero)
+        i += 8
+    for width in (4, 2, 1):
+        if n & width:
+            y += _group_sum(t, i, width, paired and width == 4, zero)
+            i += width
+    return y + zero
 
 
 def four_totals(rows, count, g0, step, matrix_rows, alpha, zero, out, o0, box):

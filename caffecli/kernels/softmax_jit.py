@@ -15,6 +15,7 @@ import math
 
 import numpy
 
+from .caffe_gemv_jit import gemv_items
 from .jit import prange
 from .threads import for_native
 
@@ -42,40 +43,13 @@ def _forward(x, i, k0, k1, m, s, zero, y):
             out[k] = e
             s[k] += e
     inner = x.shape[2]
-    body = inner - inner % 4
-    # OpenBLAS's gemv order differs here (its generic path: caffe_gemv.generic_path)
-    if (inner < 4 and (c == 4 or c > 48)) or c == 4:
-        last = body % 4096   # caffe_gemv.prefix_positions
-        p0 = body - last
-        p1 = p0 + (4 if last & 4 else 0) + (8 if last & 8 else 0)
+    if c == 4 or c > 48 or inner > 16384:   # OpenBLAS's generic path: caffe_gemv.generic_path
         for k in range(n):
-            s[k] = _gemv_sum(y, i, k0 + k, c, inner, p0, p1, s[k], zero)
+            s[k] = gemv_items(y[i, :, k0 + k], k0 + k, inner, zero, zero)
     for j in range(c):
         out = y[i, j, k0:k1]
         for k in range(n):
             out[k] = out[k] / s[k]
-
-
-def _gemv_sum(e, i, k, c, inner, p0, p1, running, zero):
-    """The channels' sum of e[i, :, k] in OpenBLAS's sgemv_n order where it differs from the
-    ``running`` sum (caffe_gemv.channel_sums): pairs or fours of channels for fewer than four
-    positions, channels 0 + 2 and 1 + 3 for four channels' positions p0..p1."""
-    if inner < 4:
-        y = zero
-        j = 0
-        while j + 4 <= c:
-            if inner == 1:
-                y += ((e[i, j, k] + e[i, j + 1, k]) + e[i, j + 2, k]) + e[i, j + 3, k]
-            else:
-                y += e[i, j, k] + e[i, j + 1, k]
-                y += e[i, j + 2, k] + e[i, j + 3, k]
-            j += 4
-        for j in range(j, c):
-            y += e[i, j, k]
-        return y + zero
-    if p0 <= k < p1:
-        return ((e[i, 0, k] + e[i, 2, k]) + (e[i, 1, k] + e[i, 3, k])) + zero
-    return running
 
 
 def _backward(y, dy, i, k0, k1, s, d, dx):

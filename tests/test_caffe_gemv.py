@@ -1,0 +1,139 @@
+"""Caffe's gemv over the items (OpenBLAS's sgemv_n against a vector of ones: the bias
+gradients, BatchNorm's and Scale's second sums, Softmax's channel sum): caffe_gemv's numpy
+order and its compiled twin against a value-by-value spec, and against the host's own
+OpenBLAS on one thread where its kernels are the SKYLAKEX ones Caffe's golden numbers used."""
+import ctypes
+
+import numpy
+import pytest
+
+from caffecli.kernels import blas_threads, caffe_gemv, caffe_gemv_jit, jit
+
+F = numpy.float32
+
+
+def spec_items(t, c, channels, start=F(0)):
+    """Row c of OpenBLAS's single-threaded sgemv_n over the columns t (items,) of a matrix of
+    ``channels`` rows, into y = start, written out value by value."""
+    n = len(t)
+    if not (n == 4 or n > 48 or channels > 16384):    # the SKYLAKEX small kernel
+        total = F(0)
+        for v in t:
+            total = F(total + v)
+        return F(start + total)
+    body = channels - channels % 4
+    if c >= body:                                      # the scalar loops after the kernels
+        total, i = F(0), 0
+        while body == 0 and i + 4 <= n:
+            if channels == 1:
+                total = F(total + F(F(F(t[i] + t[i + 1]) + t[i + 2]) + t[i + 3]))
+            else:
+                total = F(total + F(t[i] + t[i + 1]))
+                total = F(total + F(t[i + 2] + t[i + 3]))
+            i += 4
+        for v in t[i:]:
+            total = F(total + v)
+        return F(start + total)
+    last = body % 4096
+    paired = body - last <= c < body - last + (4 if last & 4 else 0) + (8 if last & 8 else 0)
+    y, i = F(start), 0
+    widths = [8] * (n // 8) + [w for w in (4, 2, 1) if n & w]
+    for w in widths:
+        group = [F(F(0) + v) for v in t[i:i + w]]
+        if paired and w >= 4:
+            even, odd = group[0], group[1]
+            for k in range(2, w, 2):
+                even, odd = F(even + group[k]), F(odd + group[k + 1])
+            total = F(even + odd)
+        else:
+            total = group[0]
+            for v in group[1:]:
+                total = F(total + v)
+        y = F(y + total)
+        i += w
+    return F(y + F(0))
+
+
+def _values(rng, shape):
+    return (rng.standard_normal(shape) * 10 ** rng.uniform(-4, 4, shape)).astype(F)
+
+
+ITEMS = [1, 3, 4, 5, 8, 9, 12, 15, 48, 49, 51, 64, 100]
+CHANNELS = [1, 2, 3, 4, 5, 7, 8, 12, 13, 17, 20]
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("items", ITEMS)
+def test_item_totals_follow_openblas_sgemv_n_order(items):
+    """Each channel's total, from zero and added to a start (beta 1), by caffe_gemv's numpy
+    code and by the compiled gemv_items, is the spec's: the small kernel's order below 49
+    items (but 4), the generic path's scalar loops, its groups of 8, 4, 2 and 1 items and the
+    paired columns of its 8- and 4-item kernels for the first 4 and 8 channels."""
+    gemv_items = jit.kernel(caffe_gemv_jit.gemv_items)
+    for channels in CHANNELS:
+        rng = numpy.random.default_rng(100 * channels + items)
+        t = _values(rng, (items, channels))
+        start = _values(rng, (channels,))
+        from_zero = caffe_gemv.item_totals(t)
+        added = caffe_gemv.item_totals(t, start)
+        for c in range(channels):
+            column = numpy.ascontiguousarray(t[:, c])
+            assert from_zero[c] == spec_items(column, c, channels), (channels, c)
+            assert added[c] == spec_items(column, c, channels, start[c]), (channels, c)
+            assert gemv_items(column, c, channels, F(0), F(0)) == from_zero[c]
+            assert gemv_items(column, c, channels, start[c], F(0)) == added[c]
+
+
+def test_item_totals_take_leading_axes():
+    """(outer, items, channels) gives each outer item's totals, as the 2-D call does."""
+    rng = numpy.random.default_rng(3)
+    t = _values(rng, (3, 9, 6))
+    got = caffe_gemv.item_totals(t)
+    for o in range(3):
+        assert got[o].tobytes() == caffe_gemv.item_totals(t[o]).tobytes()
+
+
+def test_the_paired_columns_are_not_the_running_sum():
+    """For these values the 4-item kernel's pairs (0 + 2) + (1 + 3) differ from the running sum
+    (so the orders are told apart), and the small kernel's in-order total is added to start
+    after it is summed, not summed onto start."""
+    t = numpy.array([[1e8], [1], [-1e8], [1]], F).repeat(4, axis=1)
+    assert caffe_gemv.item_totals(t)[0] == F(2)
+    assert F(F(F(F(1e8) + F(1)) + F(-1e8)) + F(1)) != F(2)
+    t = numpy.array([[1], [1], [1]], F)
+    assert caffe_gemv.item_totals(t, numpy.array([1e8], F))[0] == F(F(1e8) + F(3))
+
+
+def _skylakex_openblas():
+    """Whether every OpenBLAS this process loaded runs SKYLAKEX kernels (its get_corename)."""
+    blas_threads.available()
+    libs = blas_threads._loaded()
+    names = []
+    for lib in libs:
+        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
+                     "openblas_get_corename"):
+            if hasattr(lib, name):
+                getattr(lib, name).restype = ctypes.c_char_p
+                names.append(getattr(lib, name)().decode().lower())
+                break
+    return bool(names) and all(n == "skylakex" for n in names)
+
+
+@pytest.mark.skipif(not blas_threads.available() or not _skylakex_openblas(),
+                    reason="the host's OpenBLAS does not run SKYLAKEX kernels (or cannot be "
+                           "held to one thread)")
+@pytest.mark.parametrize("beta", [0.0, 1.0])
+def test_item_totals_are_the_hosts_openblas_sgemv(beta):
+    """caffe_gemv.item_totals equals scipy's own sgemv (Caffe's gemv(CblasTrans) with a vector
+    of ones) bit for bit on one thread, across the small kernel, the generic path, blocks of
+    4096 rows and more than 16384 rows."""
+    from scipy.linalg import blas
+    rng = numpy.random.default_rng(int(beta))
+    with blas_threads.one_thread():
+        for items in [1, 2, 4, 5, 8, 9, 47, 49, 64, 100]:
+            for channels in [1, 2, 3, 4, 6, 8, 13, 100, 4099, 8200, 16385, 20003]:
+                t = (rng.standard_normal((items, channels)) * 3).astype(F)
+                y = (rng.standard_normal(channels) * 3).astype(F)
+                want = blas.sgemv(1.0, t.T, numpy.ones(items, F), beta=beta, y=y.copy())
+                got = caffe_gemv.item_totals(t, y if beta else None)
+                assert got.tobytes() == want.tobytes(), (items, channels)
