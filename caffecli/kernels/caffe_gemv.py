@@ -8,12 +8,14 @@ time keeps eight lanes (the first four values into lanes 0-3 where the length is
 eight at a time), adds lane k and k + 4, then pairwise; the SSE kernels for the last one or two
 rows keep four lanes, then pairwise; blocks of 4096 values each add their sum times alpha to the
 total, and the last n % 4 values come times alpha through the C compiler's fused multiply-adds.
-The second gemv (sgemv_n) adds the items' totals: in order here, or, on OpenBLAS's generic
-path (exactly 4 or more than 48 items: SKYLAKEX builds send the others to a kernel of their own,
-which the golden cases show adding in order), as its scalar loops for fewer than four channels
-do (pairs of items for two or three channels, fours for one); its vector kernels' orders for
-four or more channels are not followed. With these the golden BatchNorm and MVN cases' values
-are Caffe's bits.
+The second gemv (sgemv_n) adds the items' totals as OpenBLAS does on one thread (its threads
+split the rows of a large gemv): SKYLAKEX builds send up to 48 items (but 4) on at most 16384
+channels to a kernel of their own, which sums in order; the generic path's scalar loops take
+the last channels % 4 channels (pairs or fours of items where they are all), its vector kernels
+groups of 8, 4, 2 and 1 items for the rest (``item_totals``). Both orders are scipy's own sgemv
+bit for bit where its OpenBLAS runs SKYLAKEX kernels (tests/test_caffe_gemv.py); its sgemv_t
+is a newer kernel than the Haswell one the golden cases show. With these the golden BatchNorm
+and MVN cases' values are Caffe's bits.
 """
 import numpy
 
