@@ -20,12 +20,12 @@ def _fma(a, b, c):
     return F(float(a) * float(b) + float(c))
 
 
-def spec_row(a, alpha, wide):
-    """OpenBLAS's sgemv_t order for one row times alpha, written out value by value (the order
-    kernels/caffe_gemv.py documents)."""
+def spec_row(a, alpha, wide, start=F(0)):
+    """OpenBLAS's sgemv_t order for one row times alpha added into y = start, written out value
+    by value (the order kernels/caffe_gemv.py documents)."""
     n = len(a)
     body = n - n % 4
-    y = F(0)
+    y = F(start)
     for s0 in range(0, body, 4096):
         block = a[s0:min(body, s0 + 4096)]
         width = 8 if wide else 4
@@ -52,20 +52,26 @@ def spec_row(a, alpha, wide):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 20, 27, 36, 4100, 4103])
 def test_row_totals_follow_openblas_gemv_order(n):
-    """Each row's total times alpha, by the compiled kernel and by caffe_gemv's numpy code, is
-    the value-by-value spec of OpenBLAS's order: eight lanes for the leading multiple of four
-    rows (rows 0-3 of 5), four for the rest (row 4), blocks of 4096, the fused tail."""
+    """Each row's total times alpha, from zero and added to a start (beta 1), by the compiled
+    kernel and by caffe_gemv's numpy code, is the value-by-value spec of OpenBLAS's order:
+    eight lanes for the leading multiple of four rows (rows 0-3 of 5), four for the rest (row
+    4), blocks of 4096, the fused tail."""
     from caffecli.kernels import caffe_gemv
     rng = numpy.random.default_rng(n)
     rows = (rng.standard_normal((5, n)) * 10 ** rng.uniform(-3, 3, (5, n))).astype(F)
     alpha = F(1.0 / 37)
     numpy_totals = caffe_gemv.row_totals(rows, alpha)
+    start = (rng.standard_normal(5) * 100).astype(F)
+    numpy_added = caffe_gemv.row_totals(rows, alpha, start)
     gemv_row = jit.kernel(caffe_gemv_jit._gemv_row)
     box = numpy.empty(1, F)
     for r, wide in ((0, True), (3, True), (4, False)):
         want = spec_row(rows[r], alpha, wide)
         assert numpy_totals[r] == want
-        assert gemv_row(rows[r], alpha, wide, F(0), box) == want
+        assert gemv_row(rows[r], alpha, wide, F(0), F(0), box) == want
+        want = spec_row(rows[r], alpha, wide, start[r])
+        assert numpy_added[r] == want
+        assert gemv_row(rows[r], alpha, wide, start[r], F(0), box) == want
     assert numpy_totals.dtype == F
 
 

@@ -51,15 +51,15 @@ def _fma(a, b, c, box):
     return box[0]
 
 
-def _gemv_row(a, alpha, wide, zero, box):
-    """alpha times the sum of row a, as Caffe's gemv (OpenBLAS's sgemv_t, x86 Haswell kernels)
-    takes each row of its (rows, n) matrix times a vector of ones: the first n - n % 4 values in
-    blocks of 4096 (``_lanes8`` for rows in the leading multiple of four rows, ``wide``, else
-    ``_lanes4``), each block's sum times alpha added to the total, then the last n % 4 values
-    times alpha by the C compiler's fused multiply-adds."""
+def _gemv_row(a, alpha, wide, start, zero, box):
+    """start plus alpha times the sum of row a, as Caffe's gemv (OpenBLAS's sgemv_t, x86 Haswell
+    kernels) adds each row of its (rows, n) matrix times a vector of ones into y: the first
+    n - n % 4 values in blocks of 4096 (``_lanes8`` for rows in the leading multiple of four
+    rows, ``wide``, else ``_lanes4``), each block's sum times alpha added to y, then the last
+    n % 4 values times alpha by the C compiler's fused multiply-adds."""
     n = a.shape[0]
     body = n - n % 4
-    y = zero
+    y = start
     for s0 in range(0, body, 4096):
         s1 = min(body, s0 + 4096)
         if wide:
@@ -191,22 +191,25 @@ def gemv_items(t, c, channels, start, zero):
     return y + zero
 
 
-def four_totals(rows, count, g0, step, matrix_rows, alpha, zero, out, o0, box):
+def four_totals(rows, count, g0, step, matrix_rows, alpha, zero, out, o0, box, add=False):
     """out[o0 + k] = ``_gemv_row`` of rows[k] for k < count (at most four), rows[k] being row
     g0 + k * step of the gemv's matrix of ``matrix_rows`` rows (wide: in its leading multiple of
-    four rows); the four at once (``_lanes8_four``) where all are wide and each is one kernel
-    call (4096 values at most)."""
+    four rows), from zero or, with ``add``, from out[o0 + k] (the gemv with beta 1); the four at
+    once (``_lanes8_four``) where all are wide and each is one kernel call (4096 values at
+    most)."""
     n = rows.shape[1]
     body = n - n % 4
     wide_rows = matrix_rows - matrix_rows % 4
     if count == 4 and g0 + 3 * step < wide_rows and body <= 4096:
         sums = _lanes8_four(rows[0], rows[1], rows[2], rows[3], body, zero)
         for k in range(4):
-            y = sums[k] * alpha + zero if body else zero
+            y = out[o0 + k] if add else zero
+            y = sums[k] * alpha + y if body else y
             out[o0 + k] = _tail(rows[k], body, alpha, y, box)
         return
     for k in range(count):
-        out[o0 + k] = _gemv_row(rows[k], alpha, g0 + k * step < wide_rows, zero, box)
+        out[o0 + k] = _gemv_row(rows[k], alpha, g0 + k * step < wide_rows,
+                                out[o0 + k] if add else zero, zero, box)
 
 
 def _row_totals(rows, alpha, zero, r0, r1, out):
@@ -228,4 +231,60 @@ def row_totals(rows, alpha, out):
     order of caffe_gemv.row_totals (bit for bit); rows split across the threads in fours."""
     dt = rows.dtype.type
     for_native(_row_totals_parts, -(-rows.shape[0] // 4), rows.size, rows, dt(alpha), dt(0), out)
+    return out
+
+
+# ---- Caffe's bias gradients: gemv into the diff (beta 1) ---------------------------------------
+def _image_rows(x, one, zero, q0, q1, out, moved, move):
+    """out[c] += each x[o, c]'s ``_gemv_row`` in image order, for channels 4 q0 .. 4 q1 of x
+    (items, channels, inner): Caffe's gemv of each item's (channels, inner) rows into the diff
+    (a convolution's, per image). With ``move``, each row is copied to moved[c, o] too (the
+    GEMMs' channels-first layout), in the same pass."""
+    items, channels = x.shape[0], x.shape[1]
+    box = numpy.empty(1, x.dtype)
+    for q in range(q0, q1):
+        c0 = 4 * q
+        count = min(4, channels - c0)
+        for o in range(items):
+            rows = x[o, c0:c0 + count]
+            if move:
+                for k in range(count):
+                    row, into = rows[k], moved[c0 + k, o]
+                    for i in range(row.shape[0]):
+                        into[i] = row[i]
+            four_totals(rows, count, c0, 1, channels, one, zero, out, c0, box, True)
+
+
+def _image_rows_parts(bounds, x, one, zero, out, moved, move):
+    for p in prange(bounds.size - 1):
+        _image_rows(x, one, zero, bounds[p], bounds[p + 1], out, moved, move)
+
+
+def add_image_rows(x, out, moved=None):
+    """out (channels,) += Caffe's gemv(NoTrans) of each item's rows of x (items, channels,
+    inner) against ones, item after item (beta 1; numpy's caffe_gemv.row_totals with a start,
+    bit for bit); with ``moved`` (channels, items, inner), x's rows copied there as they are
+    read. Host arrays, C-ordered; channels split across the threads in fours."""
+    dt = x.dtype.type
+    move = moved is not None
+    for_native(_image_rows_parts, -(-x.shape[1] // 4), x.size, x, dt(1), dt(0), out,
+               moved if move else numpy.empty((1, 1, 1), x.dtype), move)
+    return out
+
+
+def _item_columns(t, zero, c0, c1, out):
+    for c in range(c0, c1):
+        out[c] = gemv_items(t[:, c], c, t.shape[1], out[c], zero)
+
+
+def _item_columns_parts(bounds, t, zero, out):
+    for p in prange(bounds.size - 1):
+        _item_columns(t, zero, bounds[p], bounds[p + 1], out)
+
+
+def add_item_totals(t, out):
+    """out (channels,) += Caffe's gemv(CblasTrans) of t (items, channels) against ones (beta 1;
+    numpy's caffe_gemv.item_totals with a start, bit for bit): an inner product's bias
+    gradient. Host arrays; channels split across the threads."""
+    for_native(_item_columns_parts, t.shape[1], t.size, t, t.dtype.type(0), out)
     return out

@@ -4,7 +4,7 @@ import numpy
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import skinny_jit
-from ..kernels.channel_sums import channel_sums
+from ..kernels.channel_sums import gemv_columns
 from ..kernels.gemm import gemm
 from ..layer import Layer
 from ..registry import register_layer
@@ -89,8 +89,6 @@ class InnerProductLayer(Layer):
             fresh = self.weights[0].claim_cleared_diff()
             gemm(self.xp, a, b, self.weights[0].diff, accumulate=not fresh)
         if self.bias_term and self.param_propagate_down[1]:
-            diff = self.weights[1].diff
-            if not channel_sums(self.xp, dy.reshape(self.M, self.num_output, 1), diff):
-                diff[...] += dy.sum(axis=0)
+            gemv_columns(self.xp, dy, self.weights[1].diff)
         if propagate_down[0]:
             gemm(self.xp, dy, self._weight().T, bottom[0].diff.reshape(self.M, self.K))
