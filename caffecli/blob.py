@@ -12,6 +12,7 @@ import numpy
 from . import context, syncedmem
 from .context import CPU, GPU
 from .errors import CaffeError
+from .kernels import caffe_blas
 from .proto import caffe_pb2
 from .syncedmem import SyncedMemory
 
@@ -316,16 +317,18 @@ class Blob:
         return float(fn(self._shaped(role, self.live_side(role), False)))
 
     def asum_data(self):
-        return self._reduce("data", lambda a: abs(a).sum())
+        """Caffe's asum_data: cblas_sasum on the host (kernels/caffe_blas.py)."""
+        return self._reduce("data", caffe_blas.asum)
 
     def asum_diff(self):
-        return self._reduce("diff", lambda a: abs(a).sum())
+        return self._reduce("diff", caffe_blas.asum)
 
     def sumsq_data(self):
-        return self._reduce("data", lambda a: (a * a).sum())
+        """Caffe's sumsq_data: cblas_sdot of the values with themselves on the host."""
+        return self._reduce("data", lambda a: caffe_blas.dot(a, a))
 
     def sumsq_diff(self):
-        return self._reduce("diff", lambda a: (a * a).sum())
+        return self._reduce("diff", lambda a: caffe_blas.dot(a, a))
 
     def copy_from(self, other, copy_diff=False, reshape=False):
         """Copy other's data (or diff) into this blob on the mode's side, reshaping when asked."""

@@ -137,3 +137,65 @@ def test_item_totals_are_the_hosts_openblas_sgemv(beta):
                 want = blas.sgemv(1.0, t.T, numpy.ones(items, F), beta=beta, y=y.copy())
                 got = caffe_gemv.item_totals(t, y if beta else None)
                 assert got.tobytes() == want.tobytes(), (items, channels)
+
+
+def _aligned(values):
+    """A copy of values at a 64-byte boundary: older OpenBLAS sasum kernels add the values
+    before one one at a time first; from one, every build agrees."""
+    buf = numpy.empty(values.size + 16, values.dtype)
+    start = (-buf.ctypes.data % 64) // values.itemsize
+    out = buf[start:start + values.size]
+    out[...] = values
+    return out
+
+
+SIZES = [0, 1, 7, 8, 9, 31, 32, 33, 64, 100, 255, 256, 257, 300, 1000, 4099, 20011]
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_compiled_dot_and_asum_are_the_numpy_orders(dtype):
+    """caffe_gemv_jit.dot and asum give caffe_gemv's bits (sdot's tail then its kernel in a
+    double total; sasum's 64-lane, 8-lane and one-by-one parts) at every size, and the orders
+    are not the plain running sum (a value far larger than the rest)."""
+    rng = numpy.random.default_rng(7)
+    for n in SIZES:
+        a = (rng.standard_normal(n) * 3).astype(dtype)
+        b = (rng.standard_normal(n) * 3).astype(dtype)
+        if n:
+            assert caffe_gemv_jit.dot(a, b).tobytes() == caffe_gemv.dot(a, b).tobytes(), n
+        assert caffe_gemv_jit.asum(a).tobytes() == caffe_gemv.asum(a).tobytes(), n
+    x = numpy.ones(300, F)
+    x[0] = 1e8
+    running = F(0)
+    for v in x:
+        running = F(running + v)
+    assert caffe_gemv.asum(x) != running
+
+
+@pytest.mark.skipif(not blas_threads.available() or not _skylakex_openblas(),
+                    reason="the host's OpenBLAS does not run SKYLAKEX kernels (or cannot be "
+                           "held to one thread)")
+def test_dot_and_asum_are_the_hosts_openblas():
+    """caffe_gemv.dot and asum equal scipy's own sdot and sasum on one thread."""
+    from scipy.linalg import blas
+    rng = numpy.random.default_rng(8)
+    with blas_threads.one_thread():
+        for n in SIZES[1:]:
+            a = _aligned((rng.standard_normal(n) * 3).astype(F))
+            b = (rng.standard_normal(n) * 3).astype(F)
+            assert caffe_gemv.dot(a, b) == F(blas.sdot(a, b)), n
+            assert caffe_gemv.asum(a) == F(blas.sasum(a)), n
+
+
+def test_blob_sums_are_caffes_blas_calls():
+    """Blob.sumsq_diff and asum_data (gradient clipping, the debug lines) are caffe_cpu_dot and
+    caffe_cpu_asum of the host values."""
+    from caffecli.blob import Blob
+    rng = numpy.random.default_rng(9)
+    blob = Blob((3, 100))
+    blob.data[...] = rng.standard_normal((3, 100))
+    blob.diff[...] = rng.standard_normal((3, 100))
+    diff, data = blob.diff.reshape(-1), blob.data.reshape(-1)
+    assert blob.sumsq_diff() == float(caffe_gemv.dot(diff, diff))
+    assert blob.asum_data() == float(caffe_gemv.asum(data))

@@ -3,7 +3,7 @@ reference) as compiled loops (kernels/jit.py): the row and item totals BatchNorm
 (kernels/batch_norm_jit.py) and MVN's rows take, bit for bit the numpy code's."""
 import numpy
 
-from .jit import prange
+from .jit import kernel, prange
 from .threads import for_native
 
 
@@ -288,3 +288,86 @@ def add_item_totals(t, out):
     gradient. Host arrays; channels split across the threads."""
     for_native(_item_columns_parts, t.shape[1], t.size, t, t.dtype.type(0), out)
     return out
+
+
+# ---- Caffe's caffe_cpu_dot and caffe_cpu_asum (cblas_sdot, cblas_sasum) ----------------------
+def sdot_kernel(a, b, lanes):
+    """OpenBLAS's SKYLAKEX sdot kernel over a, b (a multiple of 32 long; caffe_gemv's
+    ``_sdot_kernel``): four 16-lane fused accumulators over blocks of 64, folded to 8 lanes,
+    four 8-lane ones over a last block of 32, added ((0 + 1) + 2) + 3, the halves added, then
+    pairwise; lanes: a scratch of the data type, 64 long at least."""
+    n = a.shape[0]
+    n64 = n - n % 64
+    for l in range(64):
+        lanes[l] = 0
+    for s in range(0, n64, 64):
+        for l in range(64):
+            lanes[l] = numpy.float64(a[s + l]) * numpy.float64(b[s + l]) + numpy.float64(lanes[l])
+    for j in range(4):
+        for l in range(8):
+            lanes[8 * j + l] = lanes[16 * j + l] + lanes[16 * j + 8 + l]
+    for s in range(n64, n, 32):
+        for l in range(32):
+            lanes[l] = numpy.float64(a[s + l]) * numpy.float64(b[s + l]) + numpy.float64(lanes[l])
+    for l in range(8):
+        lanes[l] = ((lanes[l] + lanes[8 + l]) + lanes[16 + l]) + lanes[24 + l]
+    for l in range(4):
+        lanes[l] = lanes[l] + lanes[4 + l]
+    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
+
+
+def _dot(a, b, lanes):
+    n = a.shape[0]
+    n1 = n - n % 32
+    total = 0.0
+    for j in range(n1, n):
+        total += a[j] * b[j]
+    if n1:
+        total += sdot_kernel(a[:n1], b[:n1], lanes)
+    return total
+
+
+def dot(a, b):
+    """caffe_gemv.dot of two C-ordered host vectors (OpenBLAS's sdot as Caffe calls it: the
+    tail's products, then the kernel's sum, in a double total), in the data's type."""
+    a, b = a.reshape(-1), b.reshape(-1)
+    return a.dtype.type(kernel(_dot)(a, b, numpy.empty(64, a.dtype)))
+
+
+def _asum(x, lanes):
+    n = x.shape[0]
+    n256, n8 = n - n % 256, n - n % 8
+    total = x[0] - x[0]
+    if n >= 256:
+        for k in range(64):
+            lanes[k] = total
+        for s in range(0, n256, 64):
+            for k in range(64):
+                lanes[k] += abs(x[s + k])
+        for k in range(16):
+            lanes[k] = ((lanes[k] + lanes[16 + k]) + lanes[32 + k]) + lanes[48 + k]
+        for k in range(8):
+            lanes[k] = lanes[k] + lanes[8 + k]
+        for k in range(4):
+            lanes[k] = lanes[k] + lanes[4 + k]
+        total = total + ((lanes[0] + lanes[2]) + (lanes[1] + lanes[3]))
+    if n >= 8:
+        for k in range(8):
+            lanes[k] = x[0] - x[0]
+        for s in range(n256, n8, 8):
+            for k in range(8):
+                lanes[k] += abs(x[s + k])
+        for k in range(4):
+            lanes[k] = lanes[k] + lanes[4 + k]
+        total = total + ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
+    for i in range(n8, n):
+        total = total + abs(x[i])
+    return total
+
+
+def asum(x):
+    """caffe_gemv.asum of a C-ordered host vector (OpenBLAS's SKYLAKEX sasum order)."""
+    x = x.reshape(-1)
+    if x.size == 0:
+        return x.dtype.type(0)
+    return x.dtype.type(kernel(_asum)(x, numpy.empty(64, x.dtype)))

@@ -15,7 +15,7 @@ import math
 
 import numpy
 
-from .caffe_gemv_jit import gemv_items
+from .caffe_gemv_jit import gemv_items, sdot_kernel
 from .jit import prange
 from .threads import for_native
 
@@ -56,7 +56,7 @@ def _backward(y, dy, i, k0, k1, s, d, dx):
     """dx[i, :, k0:k1] = (dy - the channels' dot of dy and y) * y; s (data type) and d
     (float64): scratch. The dot is OpenBLAS's sdot as Caffe calls it (caffe_gemv.channel_dots):
     a double total of the products, in pairs (the first fused) along a stride, or the unit
-    stride's tail products and then its kernel's sum (``_sdot_kernel``)."""
+    stride's tail products and then its kernel's sum (caffe_gemv_jit.sdot_kernel)."""
     c = y.shape[1]
     n = k1 - k0
     for k in range(n):
@@ -77,38 +77,13 @@ def _backward(y, dy, i, k0, k1, s, d, dx):
         n1 = c - c % 32
         for j in range(n1, c):
             d[0] += y[i, j, 0] * dy[i, j, 0]
-        d[0] += _sdot_kernel(y[i, :n1, 0], dy[i, :n1, 0], s)
+        d[0] += sdot_kernel(y[i, :n1, 0], dy[i, :n1, 0], s)
     for k in range(n):
         s[k] = d[k]
     for j in range(c):
         row, grad, out = y[i, j, k0:k1], dy[i, j, k0:k1], dx[i, j, k0:k1]
         for k in range(n):
             out[k] = (grad[k] - s[k]) * row[k]
-
-
-def _sdot_kernel(a, b, lanes):
-    """OpenBLAS's SKYLAKEX sdot kernel over a, b (a multiple of 32 long; caffe_gemv's
-    ``_sdot_kernel``): four 16-lane fused accumulators over blocks of 64, folded to 8 lanes,
-    four 8-lane ones over a last block of 32, added ((0 + 1) + 2) + 3, the halves added, then
-    pairwise; lanes: a scratch of the data type, 64 long at least."""
-    n = a.shape[0]
-    n64 = n - n % 64
-    for l in range(64):
-        lanes[l] = 0
-    for s in range(0, n64, 64):
-        for l in range(64):
-            lanes[l] = numpy.float64(a[s + l]) * numpy.float64(b[s + l]) + numpy.float64(lanes[l])
-    for j in range(4):
-        for l in range(8):
-            lanes[8 * j + l] = lanes[16 * j + l] + lanes[16 * j + 8 + l]
-    for s in range(n64, n, 32):
-        for l in range(32):
-            lanes[l] = numpy.float64(a[s + l]) * numpy.float64(b[s + l]) + numpy.float64(lanes[l])
-    for l in range(8):
-        lanes[l] = ((lanes[l] + lanes[8 + l]) + lanes[16 + l]) + lanes[24 + l]
-    for l in range(4):
-        lanes[l] = lanes[l] + lanes[4 + l]
-    return (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
 
 
 def _loss_backward(prob, labels, valid, scale, one, zero, i, k0, k1, dx):

@@ -4,7 +4,7 @@ import numpy
 from ..blob import Blob
 from ..fillers import fill
 from ..kernels import skinny_jit
-from ..kernels.channel_sums import gemv_columns
+from ..kernels.caffe_blas import gemv_columns
 from ..kernels.gemm import gemm
 from ..layer import Layer
 from ..registry import register_layer
