@@ -20,26 +20,28 @@ def _fma(a, b, c):
     return F(float(a) * float(b) + float(c))
 
 
-def spec_row(a, alpha, wide, start=F(0)):
+def spec_row(a, alpha, kernel, start=F(0)):
     """OpenBLAS's sgemv_t order for one row times alpha added into y = start, written out value
-    by value (the order kernels/caffe_gemv.py documents)."""
+    by value (the order kernels/caffe_gemv.py documents); ``kernel``: 1 the four-row kernel, 0
+    the two-row one, 2 the one-row one."""
     n = len(a)
     body = n - n % 4
     y = F(start)
+    eight = kernel in (1, 2)
     for s0 in range(0, body, 4096):
         block = a[s0:min(body, s0 + 4096)]
-        width = 8 if wide else 4
+        width = 8 if eight else 4
         lanes, i = [F(0)] * width, 0
-        if wide and len(block) & 4:
+        if eight and len(block) & 4:
             lanes[:4] = [F(lanes[k] + block[k]) for k in range(4)]
             i = 4
         while i < len(block):
             lanes = [F(lanes[k] + block[i + k]) for k in range(width)]
             i += width
-        if wide:
+        if eight:
             lanes = [F(lanes[k + 4] + lanes[k]) for k in range(4)]
         t = F(F(lanes[0] + lanes[1]) + F(lanes[2] + lanes[3]))
-        y = F(F(t * alpha) + y) if wide else _fma(alpha, t, y)
+        y = F(F(t * alpha) + y) if kernel == 1 else _fma(alpha, t, y)
     tail = a[body:]
     if len(tail) == 1:
         y = _fma(alpha, tail[0], y)
@@ -54,25 +56,30 @@ def spec_row(a, alpha, wide, start=F(0)):
 def test_row_totals_follow_openblas_gemv_order(n):
     """Each row's total times alpha, from zero and added to a start (beta 1), by the compiled
     kernel and by caffe_gemv's numpy code, is the value-by-value spec of OpenBLAS's order:
-    eight lanes for the leading multiple of four rows (rows 0-3 of 5), four for the rest (row
-    4), blocks of 4096, the fused tail."""
+    eight lanes for the leading multiple of four rows (rows 0-3 of 7 or 5), four for a pair of
+    the last (rows 4-5 of 7), eight for an odd last row (row 6 of 7, 4 of 5, each fused into y),
+    blocks of 4096, the fused tail."""
     from caffecli.kernels import caffe_gemv
     rng = numpy.random.default_rng(n)
-    rows = (rng.standard_normal((5, n)) * 10 ** rng.uniform(-3, 3, (5, n))).astype(F)
-    alpha = F(1.0 / 37)
-    numpy_totals = caffe_gemv.row_totals(rows, alpha)
-    start = (rng.standard_normal(5) * 100).astype(F)
-    numpy_added = caffe_gemv.row_totals(rows, alpha, start)
     gemv_row = jit.kernel(caffe_gemv_jit._gemv_row)
+    row_kernel = jit.kernel(caffe_gemv_jit.row_kernel)
     box = numpy.empty(1, F)
-    for r, wide in ((0, True), (3, True), (4, False)):
-        want = spec_row(rows[r], alpha, wide)
-        assert numpy_totals[r] == want
-        assert gemv_row(rows[r], alpha, wide, F(0), F(0), box) == want
-        want = spec_row(rows[r], alpha, wide, start[r])
-        assert numpy_added[r] == want
-        assert gemv_row(rows[r], alpha, wide, start[r], F(0), box) == want
-    assert numpy_totals.dtype == F
+    alpha = F(1.0 / 37)
+    for count, kernels in ((7, ((0, 1), (3, 1), (4, 0), (5, 0), (6, 2))), (5, ((4, 2),))):
+        rows = (rng.standard_normal((count, n)) * 10 ** rng.uniform(-3, 3, (count, n))
+                ).astype(F)
+        numpy_totals = caffe_gemv.row_totals(rows, alpha)
+        start = (rng.standard_normal(count) * 100).astype(F)
+        numpy_added = caffe_gemv.row_totals(rows, alpha, start)
+        for r, kind in kernels:
+            assert row_kernel(r, count) == kind
+            want = spec_row(rows[r], alpha, kind)
+            assert numpy_totals[r] == want
+            assert gemv_row(rows[r], alpha, kind, F(0), F(0), box) == want
+            want = spec_row(rows[r], alpha, kind, start[r])
+            assert numpy_added[r] == want
+            assert gemv_row(rows[r], alpha, kind, start[r], F(0), box) == want
+        assert numpy_totals.dtype == F
 
 
 def test_the_orders_differ_from_a_plain_sum():

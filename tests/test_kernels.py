@@ -129,12 +129,12 @@ def test_a_kernel_marked_fast_compiles_with_its_flags_wherever_it_is_called(monk
     from caffecli.kernels import channel_jit
     monkeypatch.setattr(jit, "_compiled", {})
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    x = R.randn(2, 5, 7).astype(numpy.float32)
-    totals = numpy.zeros(5)
-    channel_jit.split_channel_totals(x, totals, min_part=1)     # the driver compiles it first
-    numpy.testing.assert_allclose(totals, x.sum(axis=(0, 2)), rtol=1e-6)
-    assert jit.kernel(channel_jit._channel_totals).targetoptions["fastmath"] == {"reassoc"}
+    a, b = R.randn(3, 40).astype(numpy.float32), R.randn(40, 9).astype(numpy.float32)
+    out = numpy.zeros((3, 9), numpy.float32)
+    skinny_jit.product(a, b, out)     # the driver compiles _dots first
+    numpy.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-5)
     assert jit.kernel(skinny_jit._dots).targetoptions["fastmath"] == {"reassoc", "contract"}
+    assert jit.kernel(skinny_jit._rows).targetoptions["fastmath"] == {"contract"}
     assert not jit.kernel(channel_jit._images_first).targetoptions["fastmath"]
 
 
@@ -628,18 +628,24 @@ def test_numpy_blas_loaded_first_stops_spinning_after_caffecli_loads():
 
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-def test_channel_totals_moved_sums_and_copies_the_channels_asked(dtype):
-    """The bias gradient's totals summed while dy moves channels first: channel_totals' bits,
-    the rows copied to (channels, outer, inner), other channels left alone."""
-    from caffecli.kernels import channel_jit
-    x = numpy.asarray(R.randn(3, 5, 1000) + 10, dtype)
-    want, out = numpy.full(5, -1.0), numpy.full(5, -1.0)
-    moved = numpy.full((5, 3, 1000), -1, dtype)
-    jit.kernel(channel_jit._channel_totals)(x, 1, 4, want)
-    jit.kernel(channel_jit._channel_totals_moved)(x, 1, 4, out, moved)
-    assert numpy.array_equal(out, want) and out[0] == out[4] == -1
-    numpy.testing.assert_array_equal(moved[1:4], x[:, 1:4].transpose(1, 0, 2))
-    assert (moved[[0, 4]] == -1).all()
+@pytest.mark.parametrize("shape", [(3, 5, 1000), (2, 8, 4099), (4, 3, 7), (1, 13, 9)])
+def test_image_rows_add_caffes_gemv_per_image_and_move_the_rows(dtype, shape):
+    """A convolution's bias gradient on the host (caffe_gemv_jit.add_image_rows): each image's
+    rows added into the diff in Caffe's gemv order, image after image (caffe_gemv.row_totals
+    with a start, bit for bit), and with ``moved`` the rows copied channels first."""
+    from caffecli.kernels import caffe_gemv, caffe_gemv_jit
+    x = numpy.asarray(R.randn(*shape) * 10 ** R.uniform(-3, 3, shape), dtype)
+    start = numpy.asarray(R.randn(shape[1]) * 100, dtype)
+    want = start.copy()
+    for o in range(shape[0]):
+        want = caffe_gemv.row_totals(x[o], 1, want)
+    for move in (False, True):
+        out = start.copy()
+        moved = numpy.full((shape[1], shape[0], shape[2]), -1, dtype) if move else None
+        caffe_gemv_jit.add_image_rows(x, out, moved)
+        assert out.tobytes() == want.tobytes()
+        if move:
+            numpy.testing.assert_array_equal(moved, x.transpose(1, 0, 2))
 
 
 @pytest.mark.usefixtures("batched_convolution")
@@ -660,8 +666,8 @@ def test_convolution_bias_gradient_in_the_move_of_dy(monkeypatch, threads):
     got = []
     for fused in (True, False):
         if not fused:
-            monkeypatch.setattr(_base_conv.BaseConvolutionLayer, "_bias_totals_in_move",
-                                lambda self, dy: None)
+            monkeypatch.setattr(_base_conv.BaseConvolutionLayer, "_bias_in_move",
+                                lambda self, dy: False)
         context.set_random_seed(4)
         layer = make_layer('type: "Convolution" convolution_param { num_output: 5 kernel_size: 3 '
                            'weight_filler { type: "gaussian" std: 0.3 } '
@@ -671,7 +677,7 @@ def test_convolution_bias_gradient_in_the_move_of_dy(monkeypatch, threads):
         layer.SetUp(bottom, top)
         assert layer.chunk >= layer.num > 1
         if fused:
-            assert layer._bias_totals_in_move(top[0].diff.reshape(6, 5, -1)) is not None
+            assert layer._bias_in_move(top[0].diff.reshape(6, 5, -1))
         layer.Forward(bottom, top)
         top[0].diff[...] = numpy.linspace(-1, 3, top[0].count).reshape(top[0].shape)
         layer.blobs[1].diff[...] = 0.5
@@ -682,20 +688,6 @@ def test_convolution_bias_gradient_in_the_move_of_dy(monkeypatch, threads):
         assert numpy.array_equal(a, b)
     want = 0.5 + top[0].diff.astype(numpy.float64).sum(axis=(0, 2, 3))
     numpy.testing.assert_allclose(got[0][0], want, rtol=1e-6)
-
-
-@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
-@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-def test_channel_totals_sum_each_channel_in_float64(dtype):
-    """A convolution's bias gradient on the host (kernels/channel_jit.py): each channel's sum
-    over outer items and positions, in float64, for the channels asked only."""
-    from caffecli.kernels import channel_jit
-    x = numpy.asarray(R.randn(3, 5, 1000) + 10, dtype)
-    out = numpy.full(5, -1.0)
-    jit.kernel(channel_jit._channel_totals)(x, 1, 4, out)
-    want = x.astype(numpy.float64).sum(axis=(0, 2))
-    numpy.testing.assert_allclose(out[1:4], want[1:4], rtol=1e-13)
-    assert out[0] == out[4] == -1
 
 
 @pytest.mark.usefixtures("batched_convolution")

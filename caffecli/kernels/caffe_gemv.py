@@ -5,9 +5,10 @@ kernels/caffe_gemv_jit.py's and softmax_jit.py's compiled loops follow bit for b
 
 The first gemv (sgemv_t) sums each row of a (rows, n) matrix: its kernel for four rows at a
 time keeps eight lanes (the first four values into lanes 0-3 where the length is 4 mod 8, then
-eight at a time), adds lane k and k + 4, then pairwise; the SSE kernels for the last one or two
-rows keep four lanes, then pairwise; blocks of 4096 values each add their sum times alpha to the
-total, and the last n % 4 values come times alpha through the C compiler's fused multiply-adds.
+eight at a time), adds lane k and k + 4, then pairwise; the SSE kernel for a pair of the last
+rows keeps four lanes, then pairwise, and the kernel for an odd last row eight lanes, as the
+four-row one (the golden convolutions' bias gradients with three channels show it); blocks of
+4096 values each add their sum times alpha to the total, and the last n % 4 values come times alpha through the C compiler's fused multiply-adds.
 The second gemv (sgemv_n) adds the items' totals as OpenBLAS does on one thread (its threads
 split the rows of a large gemv): SKYLAKEX builds send up to 48 items (but 4) on at most 16384
 channels to a kernel of their own, which sums in order; the generic path's scalar loops take
@@ -43,7 +44,9 @@ def _lanes(block, width):
 
 def row_totals(rows, alpha, start=None):
     """alpha times each row's sum of rows (R, n), in the first gemv's order: the leading
-    multiple of four rows by the eight-lane kernel, the rest by the four-lane ones. With
+    multiple of four rows by the four-row kernel (eight lanes; its sum times alpha added), a
+    pair of the last rows by the two-row SSE kernel (four lanes), an odd last row by the one-row
+    kernel (eight lanes; both fused multiply-adds into y). With
     ``start`` (R,): that gemv with beta 1, each block's and the tail's sum added to start's
     values as they come (the gemv adds into y itself)."""
     r, n = rows.shape
@@ -56,8 +59,11 @@ def row_totals(rows, alpha, start=None):
         block = rows[:, s0:min(body, s0 + BLOCK)]
         if wide:
             y[:wide] = _lanes(block[:wide], 8) * alpha + y[:wide]
-        if wide < r:
-            y[wide:] = fused(alpha, _lanes(block[wide:], 4), y[wide:])
+        pair = wide + (r - wide) // 2 * 2
+        if wide < pair:
+            y[wide:pair] = fused(alpha, _lanes(block[wide:pair], 4), y[wide:pair])
+        if pair < r:
+            y[pair:] = fused(alpha, _lanes(block[pair:], 8), y[pair:])
     tail = rows[:, body:]
     if n - body == 1:
         y = fused(alpha, tail[:, 0], y)

@@ -51,19 +51,33 @@ def _fma(a, b, c, box):
     return box[0]
 
 
-def _gemv_row(a, alpha, wide, start, zero, box):
+def row_kernel(row, rows):
+    """Which sgemv_t kernel takes row ``row`` of a gemv's matrix of ``rows`` rows: 1, the
+    four-row kernel (the leading multiple of four rows); 0, the two-row SSE kernel (a pair of the
+    last rows); 2, the one-row kernel (an odd last row), which keeps eight lanes."""
+    wide = rows - rows % 4
+    if row < wide:
+        return 1
+    return 2 if (rows - wide) & 1 and row == rows - 1 else 0
+
+
+def _gemv_row(a, alpha, kind, start, zero, box):
     """start plus alpha times the sum of row a, as Caffe's gemv (OpenBLAS's sgemv_t, x86 Haswell
     kernels) adds each row of its (rows, n) matrix times a vector of ones into y: the first
-    n - n % 4 values in blocks of 4096 (``_lanes8`` for rows in the leading multiple of four
-    rows, ``wide``, else ``_lanes4``), each block's sum times alpha added to y, then the last
-    n % 4 values times alpha by the C compiler's fused multiply-adds."""
+    n - n % 4 values in blocks of 4096 (eight lanes, ``_lanes8``, for the four- and one-row
+    kernels, ``kind`` 1 and 2; four, ``_lanes4``, for the two-row one, 0), each block's sum
+    times alpha added to y (the four-row kernel's multiply and add, the others' fused
+    multiply-add), then the last n % 4 values times alpha by the C compiler's fused
+    multiply-adds."""
     n = a.shape[0]
     body = n - n % 4
     y = start
     for s0 in range(0, body, 4096):
         s1 = min(body, s0 + 4096)
-        if wide:
+        if kind == 1:
             y = _lanes8(a, s0, s1, zero) * alpha + y
+        elif kind == 2:
+            y = _fma(_lanes8(a, s0, s1, zero), alpha, y, box)
         else:
             y = _fma(_lanes4(a, s0, s1, zero), alpha, y, box)
     return _tail(a, body, alpha, y, box)
@@ -193,10 +207,10 @@ def gemv_items(t, c, channels, start, zero):
 
 def four_totals(rows, count, g0, step, matrix_rows, alpha, zero, out, o0, box, add=False):
     """out[o0 + k] = ``_gemv_row`` of rows[k] for k < count (at most four), rows[k] being row
-    g0 + k * step of the gemv's matrix of ``matrix_rows`` rows (wide: in its leading multiple of
-    four rows), from zero or, with ``add``, from out[o0 + k] (the gemv with beta 1); the four at
-    once (``_lanes8_four``) where all are wide and each is one kernel call (4096 values at
-    most)."""
+    g0 + k * step of the gemv's matrix of ``matrix_rows`` rows (its kernel: ``row_kernel``),
+    from zero or, with ``add``, from out[o0 + k] (the gemv with beta 1); the four at once
+    (``_lanes8_four``) where all are in the four-row kernel and each is one kernel call (4096
+    values at most)."""
     n = rows.shape[1]
     body = n - n % 4
     wide_rows = matrix_rows - matrix_rows % 4
@@ -208,7 +222,7 @@ def four_totals(rows, count, g0, step, matrix_rows, alpha, zero, out, o0, box, a
             out[o0 + k] = _tail(rows[k], body, alpha, y, box)
         return
     for k in range(count):
-        out[o0 + k] = _gemv_row(rows[k], alpha, g0 + k * step < wide_rows,
+        out[o0 + k] = _gemv_row(rows[k], alpha, row_kernel(g0 + k * step, matrix_rows),
                                 out[o0 + k] if add else zero, zero, box)
 
 

@@ -12,7 +12,7 @@ the numpy code as the reference and for device arrays.
 """
 import numpy
 
-from .jit import fast, kernel, prange
+from .jit import kernel, prange
 from .threads import for_native
 
 
@@ -199,35 +199,6 @@ def chain_backward(d, y, keep, s, std, slope, c0, c1, sums):
                             c0, c1, sums)
 
 
-@fast("reassoc")
-def _channel_totals(x, c0, c1, out):
-    """out[c] (float64) = the sum of x[:, c, :] for channels c0..c1 of (outer, channels, inner)
-    x: a convolution's bias gradient, in float64 with vectorized (reassociated) row sums."""
-    for c in range(c0, c1):
-        total = 0.0
-        for o in range(x.shape[0]):
-            row = x[o, c]
-            for i in range(row.shape[0]):
-                total += row[i]
-        out[c] = total
-
-
-@fast("reassoc")
-def _channel_totals_moved(x, c0, c1, out, moved):
-    """``_channel_totals`` that also copies each channel's rows to moved (channels, outer,
-    inner) as it reads them: a convolution's bias gradient and its gradient's move to the
-    GEMMs' channels-first layout in one pass over it."""
-    for c in range(c0, c1):
-        total = 0.0
-        for o in range(x.shape[0]):
-            row, into = x[o, c], moved[c, o]
-            for i in range(row.shape[0]):
-                v = row[i]
-                total += v
-                into[i] = v
-        out[c] = total
-
-
 def _images_first(src, bias, with_bias, c0, c1, y):
     """y (outer, channels, inner) = src (channels, outer, inner) (+ ``bias`` per channel, one
     rounding) for channels c0..c1: a convolution chunk's product moved into place (LeNet's
@@ -245,29 +216,9 @@ def _images_first(src, bias, with_bias, c0, c1, y):
 
 
 # ---- the same over every channel, split across the threads (threads.for_native) ------------
-def _channel_totals_parts(bounds, x, out):
-    for p in prange(bounds.size - 1):
-        _channel_totals(x, bounds[p], bounds[p + 1], out)
-
-
-def _channel_totals_moved_parts(bounds, x, out, moved):
-    for p in prange(bounds.size - 1):
-        _channel_totals_moved(x, bounds[p], bounds[p + 1], out, moved)
-
-
 def _images_first_parts(bounds, src, bias, with_bias, y):
     for p in prange(bounds.size - 1):
         _images_first(src, bias, with_bias, bounds[p], bounds[p + 1], y)
-
-
-def split_channel_totals(x, out, min_part=None):
-    """``_channel_totals`` of every channel, channels split across the threads."""
-    for_native(_channel_totals_parts, x.shape[1], x.size, x, out, min_part=min_part)
-
-
-def split_channel_totals_moved(x, out, moved):
-    """``_channel_totals_moved`` of every channel, channels split across the threads."""
-    for_native(_channel_totals_moved_parts, x.shape[1], moved.size, x, out, moved)
 
 
 def split_images_first(src, bias, y):

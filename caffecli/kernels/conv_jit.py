@@ -18,7 +18,6 @@ import numpy
 
 from . import blas_threads, jit
 from .blas_blocks import blocked_product
-from .channel_jit import _channel_totals
 from .im2col_jit import _col2im, _col2im_phased, _window_rows
 from .jit import prange
 from .threads import for_native
@@ -58,15 +57,14 @@ def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, n0, n1,
                     plane[t] = v
 
 
-def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, convolve,
-              n0, n1, wsum, bsum, dx, y):
+def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, down, convolve, n0, n1,
+              wsum, dx, y):
     """For images n0..n1: with ``weights`` wsum[i] (g, M/g, K) = image i's weight gradient, with
-    ``biases`` bsum[i] (M,) its bias gradient (channel_jit's float64 sums), with ``down`` dx[i]
-    = its input gradient (col2im of wt (g, K, M/g) @ dy[i]), with ``convolve`` y[i] (M, oh, ow)
-    = x[i] convolved, from the weight gradient's columns (Deconvolution's input gradient); w (g,
-    M/g, K) the filters."""
-    col, cols, grads, flat = _buffers(x, w, dy, kh, kw)
-    g, m = w.shape[0], flat.shape[1]
+    ``down`` dx[i] = its input gradient (col2im of wt (g, K, M/g) @ dy[i]), with ``convolve``
+    y[i] (M, oh, ow) = x[i] convolved, from the weight gradient's columns (Deconvolution's input
+    gradient); w (g, M/g, K) the filters."""
+    col, cols, grads, _ = _buffers(x, w, dy, kh, kw)
+    g = w.shape[0]
     out = y.reshape(grads.shape)
     for i in range(n0, n1):
         if weights or convolve:
@@ -76,8 +74,6 @@ def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, dow
                 blocked_product(grads[i, j], cols[j].T, wsum[i, j])
             if convolve:
                 blocked_product(w[j], cols[j], out[i, j])
-        if biases:
-            _channel_totals(flat[i:i + 1], 0, m, bsum[i])
         if down:
             for j in range(g):
                 blocked_product(wt[j], grads[i, j], cols[j])
@@ -97,26 +93,17 @@ def _sum_weights(wsum, wdiff):
             into[t] += flat[i, t]
 
 
-def _sum_biases(bsum, bdiff):
-    """bdiff += the float64 total of each channel's per-image sums, rounded once."""
-    for c in range(bdiff.size):
-        total = 0.0
-        for i in range(bsum.shape[0]):
-            total += bsum[i, c]
-        bdiff[c] += total
-
-
 def _forward_parts(bounds, x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, y):
     for p in prange(bounds.size - 1):
         _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, bounds[p],
                  bounds[p + 1], y)
 
 
-def _backward_parts(bounds, x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases,
-                    down, convolve, wsum, bsum, dx, y):
+def _backward_parts(bounds, x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, down,
+                    convolve, wsum, dx, y):
     for p in prange(bounds.size - 1):
-        _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, convolve,
-                  bounds[p], bounds[p + 1], wsum, bsum, dx, y)
+        _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, down, convolve,
+                  bounds[p], bounds[p + 1], wsum, dx, y)
 
 
 def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
@@ -129,26 +116,20 @@ def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
                    *stride, *dilation, *pad, y)
 
 
-def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, bdiff, dx, wsum=None, bsum=None,
-             y=None):
-    """Add the weight gradient of dy (N, M, oh, ow) to ``wdiff`` (g, M/g, K) and its bias
-    gradient to ``bdiff`` (M,), each unless None, and set ``dx`` (N, C, H, W) unless None;
-    ``wsum`` (N, g, M/g, K) and ``bsum`` (N, M) float64: scratch for the per-image sums (where
-    those gradients are asked for). With ``y`` (dy's shape): x convolved too, from the same
-    columns (a Deconvolution's weight and input gradients in one pass)."""
+def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, dx, wsum=None, y=None):
+    """Add the weight gradient of dy (N, M, oh, ow) to ``wdiff`` (g, M/g, K) unless None, and
+    set ``dx`` (N, C, H, W) unless None; ``wsum`` (N, g, M/g, K): scratch for the per-image
+    weight gradients (where asked for). With ``y`` (dy's shape): x convolved too, from the same
+    columns (a Deconvolution's weight and input gradients in one pass). The bias gradient is the
+    layer's (Caffe's gemv order, kernels/caffe_blas.py)."""
     n = x.shape[0]
     wt = w if dx is None else numpy.ascontiguousarray(w.transpose(0, 2, 1))   # dx's operand
     if wsum is None:
         wsum = numpy.empty((0,) * 4, dy.dtype)
-    if bsum is None:
-        bsum = numpy.empty((0, 0))
     none = numpy.empty((0,) * 4, x.dtype)
     with blas_threads.one_thread():
         for_native(_backward_parts, n, dy.size * w.shape[2], x, dy, w, wt, *kernel, *stride,
-                   *dilation, *pad, wdiff is not None, bdiff is not None, dx is not None,
-                   y is not None, wsum, bsum, none if dx is None else dx,
-                   dy if y is None else y)
+                   *dilation, *pad, wdiff is not None, dx is not None, y is not None, wsum,
+                   none if dx is None else dx, dy if y is None else y)
     if wdiff is not None:
         jit.kernel(_sum_weights)(wsum, wdiff)
-    if bdiff is not None:
-        jit.kernel(_sum_biases)(bsum, bdiff)

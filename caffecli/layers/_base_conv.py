@@ -9,7 +9,7 @@ from ..fillers import fill
 from ..kernels import device, host_memory
 from ..kernels import im2col as ic
 from ..kernels import blas_threads, channel_jit, im2col_jit, jit
-from ..kernels.channel_sums import channel_sums
+from ..kernels.caffe_blas import gemv_rows
 from ..kernels.threads import for_parts, num_threads
 from ..layer import Layer
 
@@ -372,16 +372,15 @@ class BaseConvolutionLayer(Layer):
         for n0 in range(0, self.num, self.chunk):
             yield n0, min(self.num, n0 + self.chunk)
 
-    def _channels_first(self, x, n0, n1, name, totals=None):
+    def _channels_first(self, x, n0, n1, name, bias_diff=None):
         """Images n0..n1 of x (n, c, *spatial) as a (g, c/g, nb * P) stack, image-major within
         each channel, in the scratch buffer ``name`` (a chunk's GEMM operand); channels split
-        across threads. With float64 ``totals`` (c,): each channel's sum too, in the same pass
-        (channel_jit's ``split_channel_totals_moved``, host arrays)."""
+        across threads. With ``bias_diff`` (c,): x's bias gradient added to it in the same pass
+        (Caffe's gemv order, kernels/caffe_blas.gemv_rows)."""
         nb, c = n1 - n0, x.shape[1]
         out = self.scratch(name, (self.group, c // self.group, nb * x[0, 0].size), x.dtype)
-        if totals is not None:
-            channel_jit.split_channel_totals_moved(x[n0:n1].reshape(nb, c, -1), totals,
-                                                   out.reshape(c, nb, -1))
+        if bias_diff is not None:
+            gemv_rows(self.xp, x[n0:n1].reshape(nb, c, -1), bias_diff, out.reshape(c, nb, -1))
             return out
         src, dst = x[n0:n1].reshape(nb, c, -1).transpose(1, 0, 2), out.reshape(c, nb, -1)
         for_parts(self.xp, lambda c0, c1: dst[c0:c1].__setitem__(Ellipsis, src[c0:c1]), c,
@@ -409,29 +408,16 @@ class BaseConvolutionLayer(Layer):
         g = self.group
         return self.weights[0].data.reshape(g, self.conv_out // g, self.kernel_dim)
 
-    def _bias_totals_in_move(self, dy):
-        """float64 scratch for the bias gradient's channel totals where the backward's move of
-        dy (num, num_output, P) to the channels-first layout can sum them as it copies: one
-        chunk of several host images and the compiled kernels; else None (``_bias_grad``)."""
-        if (self.bias_term and self.param_propagate_down[1] and 1 < self.num <= self.chunk
-                and jit.usable(dy, self.weights[1].diff)):
-            return self.scratch("_bias_totals", (dy.shape[1],), numpy.float64)
-        return None
+    def _bias_in_move(self, dy):
+        """Whether the backward's move of dy (num, num_output, P) to the channels-first layout
+        adds the bias gradient as it copies: one chunk of several host images and the compiled
+        kernels (else ``_bias_grad``)."""
+        return bool(self.bias_term and self.param_propagate_down[1] and 1 < self.num <= self.chunk
+                    and jit.usable(dy, self.weights[1].diff))
 
-    def _bias_grad(self, dy, totals=None):
-        """Add the bias gradient of dy (num, num_output, P): the ``totals`` its move already
-        summed, one device kernel, compiled sums split by channel across the kernel threads,
-        or numpy's sum (the reference)."""
-        if totals is not None:
-            self.weights[1].diff[...] += totals
-            return
+    def _bias_grad(self, dy):
+        """Add the bias gradient of dy (num, num_output, P): Caffe's gemv of each image's rows
+        against ones into the diff, image after image (kernels/caffe_blas.gemv_rows: one device
+        kernel, or OpenBLAS's order on the host)."""
         if self.bias_term and self.param_propagate_down[1]:
-            diff = self.weights[1].diff
-            if channel_sums(self.xp, dy, diff):
-                return
-            if jit.usable(dy, diff):
-                totals = self.scratch("_bias_totals", (dy.shape[1],), numpy.float64)
-                channel_jit.split_channel_totals(dy, totals, jit.PASS_MIN_PART)
-                diff[...] += totals
-            else:
-                diff[...] += dy.sum(axis=(0, 2))
+            gemv_rows(self.xp, dy, self.weights[1].diff)

@@ -2,8 +2,6 @@
 (Caffe's conv_layer), Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``, or
 products image by image in compiled code for narrow kernels on small maps (kernels/conv_jit)."""
 
-import numpy
-
 from ..kernels import conv_jit, device, im2col_jit, jit, relu_jit, winograd
 from ..kernels import im2col as ic
 from ..kernels.gemm import gemm_stack
@@ -131,15 +129,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
                                     dx)
 
     def _backward_by_image(self, x, dy, w, wdiff, dx, need_w):
-        """conv_jit's backward: each image's gradients, the parameters' summed in image order
-        (host arrays)."""
-        biases = self.bias_term and self.param_propagate_down[1]
+        """conv_jit's backward: each image's gradients, the weights' summed in image order
+        (host arrays); the bias gradient by Caffe's gemv order over the batch."""
+        self._bias_grad(dy)
         conv_jit.backward(
             x, dy.reshape((self.num, self.num_output) + tuple(self.out_shape)), w,
-            *self._geometry(), wdiff if need_w else None,
-            self.weights[1].diff if biases else None, dx,
-            self.scratch("_image_weights", (self.num,) + w.shape, w.dtype),
-            self.scratch("_image_biases", (self.num, self.num_output), numpy.float64))
+            *self._geometry(), wdiff if need_w else None, dx,
+            self.scratch("_image_weights", (self.num,) + w.shape, w.dtype))
 
     def _columns(self, x, n0, n1):
         """The (g, kernel_dim, nb * P) columns of images n0..n1 (for 1x1 kernels, the input)."""
@@ -238,15 +234,15 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 continue
             dy4 = dy.reshape((self.num, m) + tuple(self.out_shape))
             if down and self.down_by_image and jit.usable(x, dy, w, dx):
-                conv_jit.backward(x, dy4, w, *self._geometry(), None, None, dx)
+                conv_jit.backward(x, dy4, w, *self._geometry(), None, dx)
                 down = False
             weights_left = need_w and not self._winograd_weight_gradient(
                 x, dy4, self.weights[0].diff)
             if down and self._winograd(dy4, dx, True):   # after: it overwrites the tiles
                 down = False
             # the bias gradient's sums, in the move of dy below where it makes one
-            totals = self._bias_totals_in_move(dy) if weights_left or down else None
-            if totals is None:
+            in_move = bool(weights_left or down) and self._bias_in_move(dy)
+            if not in_move:
                 self._bias_grad(dy)
             if not (weights_left or down):
                 continue
@@ -255,9 +251,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
                 if nb == 1:
                     dyt = dy[n0].reshape(g, m // g, P)
                 else:
-                    dyt = self._channels_first(dy, n0, n1, "_out", totals)
-                    if totals is not None:
-                        self._bias_grad(dy, totals)
+                    dyt = self._channels_first(dy, n0, n1, "_out",
+                                               self.weights[1].diff if in_move else None)
                 col = None
                 if weights_left:
                     col = self.cols.last_col.reshape(g, self.kernel_dim, P * nb) \

@@ -34,7 +34,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
             if self.by_image and jit.usable(x, y, w):
                 # convolution's input gradient of x by image: col2im of W.T @ x[i]
                 conv_jit.backward(y, x.reshape((self.num, c) + tuple(self.in_shape)), w,
-                                  *self._geometry(), None, None, y)
+                                  *self._geometry(), None, y)
             else:
                 self._forward_batched(w, x, y)
             if self.bias_term:
@@ -71,7 +71,7 @@ class DeconvolutionLayer(BaseConvolutionLayer):
                 # order) and Convolution's forward of dy, W @ them
                 grid = (self.num, c) + tuple(self.in_shape)
                 conv_jit.backward(dy, x.reshape(grid), w, *self._geometry(),
-                                  wdiff if need_w else None, None, None,
+                                  wdiff if need_w else None, None,
                                   self.scratch("_image_weights", (self.num,) + w.shape, w.dtype),
                                   y=dx.reshape(grid) if down else None)
                 continue
