@@ -139,16 +139,6 @@ def test_item_totals_are_the_hosts_openblas_sgemv(beta):
                 assert got.tobytes() == want.tobytes(), (items, channels)
 
 
-def _aligned(values):
-    """A copy of values at a 64-byte boundary: older OpenBLAS sasum kernels add the values
-    before one one at a time first; from one, every build agrees."""
-    buf = numpy.empty(values.size + 16, values.dtype)
-    start = (-buf.ctypes.data % 64) // values.itemsize
-    out = buf[start:start + values.size]
-    out[...] = values
-    return out
-
-
 SIZES = [0, 1, 7, 8, 9, 31, 32, 33, 64, 100, 255, 256, 257, 300, 1000, 4099, 20011]
 
 
@@ -156,8 +146,8 @@ SIZES = [0, 1, 7, 8, 9, 31, 32, 33, 64, 100, 255, 256, 257, 300, 1000, 4099, 200
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 def test_compiled_dot_and_asum_are_the_numpy_orders(dtype):
     """caffe_gemv_jit.dot and asum give caffe_gemv's bits (sdot's tail then its kernel in a
-    double total; sasum's 64-lane, 8-lane and one-by-one parts) at every size, and the orders
-    are not the plain running sum (a value far larger than the rest)."""
+    double total; sasum's five accumulators) at every size, and the orders are not the plain
+    running sum (a value far larger than the rest)."""
     rng = numpy.random.default_rng(7)
     for n in SIZES:
         a = (rng.standard_normal(n) * 3).astype(dtype)
@@ -173,19 +163,38 @@ def test_compiled_dot_and_asum_are_the_numpy_orders(dtype):
     assert caffe_gemv.asum(x) != running
 
 
+def spec_asum(x):
+    """OpenBLAS's generic sasum kernel, value by value: sum k takes values k and k + 4 of each
+    8, a fifth the rest, then (((0 + 1) + 2) + 3) + 4."""
+    n8 = len(x) - len(x) % 8
+    sums = [F(0)] * 5
+    for i in range(0, n8, 8):
+        for k in range(8):
+            sums[k % 4] = F(sums[k % 4] + abs(x[i + k]))
+    for v in x[n8:]:
+        sums[4] = F(sums[4] + abs(v))
+    return F(F(F(F(sums[0] + sums[1]) + sums[2]) + sums[3]) + sums[4])
+
+
+def test_asum_follows_the_generic_kernel():
+    rng = numpy.random.default_rng(6)
+    for n in SIZES:
+        x = (rng.standard_normal(n) * 10 ** rng.uniform(-3, 3, n)).astype(F)
+        assert caffe_gemv.asum(x) == spec_asum(x), n
+
+
 @pytest.mark.skipif(not blas_threads.available() or not _skylakex_openblas(),
                     reason="the host's OpenBLAS does not run SKYLAKEX kernels (or cannot be "
                            "held to one thread)")
-def test_dot_and_asum_are_the_hosts_openblas():
-    """caffe_gemv.dot and asum equal scipy's own sdot and sasum on one thread."""
+def test_dot_is_the_hosts_openblas():
+    """caffe_gemv.dot equals scipy's own sdot on one thread."""
     from scipy.linalg import blas
     rng = numpy.random.default_rng(8)
     with blas_threads.one_thread():
         for n in SIZES[1:]:
-            a = _aligned((rng.standard_normal(n) * 3).astype(F))
+            a = (rng.standard_normal(n) * 3).astype(F)
             b = (rng.standard_normal(n) * 3).astype(F)
             assert caffe_gemv.dot(a, b) == F(blas.sdot(a, b)), n
-            assert caffe_gemv.asum(a) == F(blas.sasum(a)), n
 
 
 def test_blob_sums_are_caffes_blas_calls():

@@ -208,34 +208,22 @@ def dot(a, b):
 
 
 def asum(x):
-    """cblas_sasum of a vector as Caffe's caffe_cpu_asum calls it, in OpenBLAS's SKYLAKEX
-    kernel's order on one thread: below 256 values skipped, four 16-lane accumulators over the
-    leading multiple of 256 values in blocks of 64, added ((0 + 1) + 2) + 3, its lanes reduced
-    halves onto halves (k + 8, k + 4, then (0 + 2) + (1 + 3)); the rest up to a multiple of 8
-    by two 4-lane accumulators (values 0-3 and 4-7 of each 8), added, then pairwise; then the
-    last n % 8 one by one, each step added to the total in the data's type."""
+    """cblas_sasum of a vector as Caffe's caffe_cpu_asum calls it, in the order of OpenBLAS's
+    generic x86 kernel (kernel/x86_64/sasum.c, the one the golden HingeLoss and Reduction cases
+    show; later SKYLAKEX builds have a kernel of their own): four accumulators, each taking
+    values k and k + 4 of every 8, the last n % 8 values in a fifth, then added in order
+    (((0 + 1) + 2) + 3) + 4, all in the data's type."""
     a = numpy.abs(x.reshape(-1))
     dt = a.dtype.type
-    n = a.size
-    total = dt(0)
-    n256, n8 = n - n % 256, n - n % 8
-    if n >= 256:
-        acc = numpy.zeros((4, 16), a.dtype)
-        for s0 in range(0, n256, 64):
-            acc = acc + a[s0:s0 + 64].reshape(4, 16)
-        lanes = ((acc[0] + acc[1]) + acc[2]) + acc[3]
-        lanes = lanes[8:] + lanes[:8]
-        lanes = lanes[4:] + lanes[:4]
-        total = total + ((lanes[0] + lanes[2]) + (lanes[1] + lanes[3]))
-    if n >= 8:
-        acc = numpy.zeros((2, 4), a.dtype)
-        for s0 in range(n256, n8, 8):
-            acc = acc + a[s0:s0 + 8].reshape(2, 4)
-        lanes = acc[0] + acc[1]
-        total = total + ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
-    for i in range(n8, n):
-        total = total + a[i]
-    return dt(total)
+    n8 = a.size - a.size % 8
+    sums = numpy.zeros(4, a.dtype)
+    for s0 in range(0, n8, 8):
+        sums = sums + a[s0:s0 + 4]
+        sums = sums + a[s0 + 4:s0 + 8]
+    rest = dt(0)
+    for i in range(n8, a.size):
+        rest = rest + a[i]
+    return dt((((sums[0] + sums[1]) + sums[2]) + sums[3]) + rest)
 
 
 def channel_sums(e):

@@ -348,40 +348,26 @@ def dot(a, b):
     return a.dtype.type(kernel(_dot)(a, b, numpy.empty(64, a.dtype)))
 
 
-def _asum(x, lanes):
-    n = x.shape[0]
-    n256, n8 = n - n % 256, n - n % 8
-    total = x[0] - x[0]
-    if n >= 256:
-        for k in range(64):
-            lanes[k] = total
-        for s in range(0, n256, 64):
-            for k in range(64):
-                lanes[k] += abs(x[s + k])
-        for k in range(16):
-            lanes[k] = ((lanes[k] + lanes[16 + k]) + lanes[32 + k]) + lanes[48 + k]
-        for k in range(8):
-            lanes[k] = lanes[k] + lanes[8 + k]
-        for k in range(4):
-            lanes[k] = lanes[k] + lanes[4 + k]
-        total = total + ((lanes[0] + lanes[2]) + (lanes[1] + lanes[3]))
-    if n >= 8:
-        for k in range(8):
-            lanes[k] = x[0] - x[0]
-        for s in range(n256, n8, 8):
-            for k in range(8):
-                lanes[k] += abs(x[s + k])
-        for k in range(4):
-            lanes[k] = lanes[k] + lanes[4 + k]
-        total = total + ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3]))
-    for i in range(n8, n):
-        total = total + abs(x[i])
-    return total
+def _asum(x, zero):
+    n8 = x.shape[0] - x.shape[0] % 8
+    s0 = s1 = s2 = s3 = rest = zero
+    for i in range(0, n8, 8):
+        s0 += abs(x[i])
+        s1 += abs(x[i + 1])
+        s2 += abs(x[i + 2])
+        s3 += abs(x[i + 3])
+        s0 += abs(x[i + 4])
+        s1 += abs(x[i + 5])
+        s2 += abs(x[i + 6])
+        s3 += abs(x[i + 7])
+    for i in range(n8, x.shape[0]):
+        rest += abs(x[i])
+    return (((s0 + s1) + s2) + s3) + rest
 
 
 def asum(x):
-    """caffe_gemv.asum of a C-ordered host vector (OpenBLAS's SKYLAKEX sasum order)."""
+    """caffe_gemv.asum of a C-ordered host vector (OpenBLAS's generic sasum order)."""
     x = x.reshape(-1)
     if x.size == 0:
         return x.dtype.type(0)
-    return x.dtype.type(kernel(_asum)(x, numpy.empty(64, x.dtype)))
+    return x.dtype.type(kernel(_asum)(x, x.dtype.type(0)))

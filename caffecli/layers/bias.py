@@ -2,7 +2,7 @@
 bias_layer)."""
 from ..blob import Blob
 from ..fillers import fill
-from ..kernels.channel_sums import channel_sums
+from ..kernels.caffe_blas import gemv_rows
 from ..layer import Layer
 from ..registry import register_layer
 from ._broadcast import broadcast_dims, factor_shape, has_learned_factor
@@ -45,11 +45,10 @@ class BiasLayer(Layer):
             bottom[0].diff[...] = top[0].diff
         learned = len(bottom) == 1
         if (learned and self.param_propagate_down[0]) or (not learned and propagate_down[1]):
+            # Caffe's gemv of each outer item's rows into the diff: a learned bias's adds to it,
+            # a bottom's first overwrites it (beta 0), then adds
             dy = top[0].diff.reshape(self.dims)
-            if learned and channel_sums(self.xp, dy, self.weights[0].diff.reshape(-1)):
-                return
-            total = dy.sum(axis=(0, 2))
-            if learned:
-                self.weights[0].diff.reshape(-1)[...] += total
-            else:
-                bottom[1].diff.reshape(-1)[...] = total
+            diff = (self.weights[0] if learned else bottom[1]).diff.reshape(-1)
+            if not learned:
+                diff[...] = 0
+            gemv_rows(self.xp, dy, diff)

@@ -2,6 +2,7 @@
 
 from ..blob import Blob
 from ..fillers import fill
+from ..kernels.caffe_blas import gemv_columns
 from ..kernels.indexing import checked_indices, scatter_add
 from ..layer import Layer
 from ..registry import register_layer
@@ -48,4 +49,4 @@ class EmbedLayer(Layer):
             scatter_add(self.xp, self.weights[0].diff,
                         checked_indices(self, self.xp, bottom[0].data, self.K), dy)
         if self.bias_term and self.param_propagate_down[1]:
-            self.weights[1].diff[...] += dy.sum(axis=0)
+            gemv_columns(self.xp, dy, self.weights[1].diff)

@@ -1,17 +1,17 @@
 """EuclideanLoss: sum((a - b)^2) / (2 num) (Caffe's euclidean_loss_layer)."""
 import numpy
 
+from ..kernels import caffe_blas
 from ..layer import LossLayer
 from ..registry import register_layer
 from ._loss import loss_weight
 
 
 def _sum_of_squares(flat):
-    """flat . flat: BLAS's dot on the host (caffe_cpu_dot), a reduction on the device, which a
-    CUDA graph can record (cupy refuses cuBLAS's dot while a stream captures)."""
-    if isinstance(flat, numpy.ndarray):
-        return flat.dot(flat)
-    return (flat * flat).sum()
+    """flat . flat: caffe_cpu_dot on the host (OpenBLAS's sdot order, kernels/caffe_blas.py), a
+    reduction on the device, which a CUDA graph can record (cupy refuses cuBLAS's dot while a
+    stream captures)."""
+    return caffe_blas.dot(flat, flat)
 
 
 @register_layer("EuclideanLoss")

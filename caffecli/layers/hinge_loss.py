@@ -1,6 +1,7 @@
 """HingeLoss: one-vs-all hinge loss, L1 or L2 (Caffe's hinge_loss_layer)."""
 import numpy
 
+from ..kernels import caffe_blas
 from ..layer import LossLayer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -37,10 +38,10 @@ class HingeLossLayer(LossLayer):
         self.margins = m
         # Caffe's scratch use of the bottom diff (mutable_cpu_diff in Forward)
         bottom[0].writable().diff.reshape(num, dim)[...] = m
-        if self.norm == _H.L1:
-            total = xp.abs(m).sum()
+        if self.norm == _H.L1:   # caffe_cpu_asum, caffe_cpu_dot (kernels/caffe_blas.py)
+            total = caffe_blas.asum(m)
         else:
-            total = m.reshape(-1).dot(m.reshape(-1))
+            total = caffe_blas.dot(m, m)
         top[0].data[...] = poison(self, xp, total / dt.type(num))
 
     def backward(self, top, propagate_down, bottom):

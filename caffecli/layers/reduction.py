@@ -1,4 +1,7 @@
 """Reduction: SUM, ASUM, SUMSQ or MEAN over the trailing axes (Caffe's reduction_layer)."""
+import numpy
+
+from ..kernels import caffe_blas
 from ..layer import Layer
 from ..proto import caffe_pb2
 from ..registry import register_layer
@@ -37,15 +40,22 @@ class ReductionLayer(Layer):
 
     def forward(self, bottom, top):
         x = bottom[0].data.reshape(self.num, self.dim)
-        if self.op in (_R.SUM, _R.MEAN):
-            r = x.sum(axis=1)
-        elif self.op == _R.ASUM:
-            r = self.xp.abs(x).sum(axis=1)
-        else:
-            r = (x * x).sum(axis=1)
+        r = top[0].data.reshape(self.num)
+        if self.xp is not numpy:
+            if self.op in (_R.SUM, _R.MEAN):
+                r[...] = x.sum(axis=1)
+            elif self.op == _R.ASUM:
+                r[...] = self.xp.abs(x).sum(axis=1)
+            else:
+                r[...] = (x * x).sum(axis=1)
+        else:   # Caffe's caffe_cpu_dot / caffe_cpu_asum of each row (kernels/caffe_blas.py)
+            ones = numpy.ones(self.dim, x.dtype) if self.op in (_R.SUM, _R.MEAN) else None
+            for i in range(self.num):
+                row = x[i]
+                r[i] = (caffe_blas.asum(row) if self.op == _R.ASUM else
+                        caffe_blas.dot(ones if ones is not None else row, row))
         if self.coeff != 1:
-            r = r * self.coeff
-        top[0].data.reshape(self.num)[...] = r
+            r *= self.coeff
 
     def backward(self, top, propagate_down, bottom):
         if not propagate_down[0]:
