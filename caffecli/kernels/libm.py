@@ -1,7 +1,7 @@
 """exp, log and tanh on host arrays through the C library's own functions, as Caffe's CPU
 code calls them (expf, logf, tanhf for float data; exp, log, tanh for double), and the few
 expressions Caffe builds from them (its sigmoid in double precision, ELU, BNLL's log) with the
-gradients of sigmoid and ELU, and pow(x, 0.5) for its solvers.
+gradients of sigmoid and ELU, pow(x, 0.5) for its solvers and pow for Power.
 
 numpy's vectorized exp, log and tanh differ from the C library's in the last place for a
 fifth to two fifths of float32 inputs, and a gradient that cancels (a bias gradient plus its
@@ -38,6 +38,11 @@ def _tanh(x, y):
 def _pow_half(x, half, y):
     for i in range(x.size):
         y[i] = x[i] ** half
+
+
+def _pow(x, p, y):
+    for i in range(x.size):
+        y[i] = x[i] ** p
 
 
 def _sigmoid(x, y):
@@ -161,6 +166,12 @@ def log(xp, x, out=None):
 def tanh(xp, x, out=None):
     """The C library's tanh of each value (tanhf for float32)."""
     return _apply(_tanh, xp.tanh, x, out)
+
+
+def power(xp, x, p, out=None):
+    """The C library's pow of each value and ``p`` (powf for float32: Caffe's caffe_powx)."""
+    p = x.dtype.type(p)
+    return _apply(_pow, lambda v: xp.power(v, p), x, out, p)
 
 
 def sigmoid(xp, x, out=None):

@@ -1,4 +1,5 @@
 """Power: (shift + scale x)^power, with Caffe's special cases in backward (power_layer)."""
+from ..kernels import libm
 from ..layer import NeuronLayer
 from ..registry import register_layer
 from ..util.cmath import c_pow
@@ -23,8 +24,8 @@ class PowerLayer(NeuronLayer):
             v = v * self.scale
         if self.shift != 0:
             v = v + self.shift
-        if self.power != 1:
-            v = v ** self.power
+        if self.power != 1:   # caffe_powx: the C library's pow (powf for float32 data)
+            v = libm.power(self.xp, v, self.power)
         y[...] = v
 
     def backward(self, top, propagate_down, bottom):
