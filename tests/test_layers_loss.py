@@ -455,3 +455,29 @@ layer { name: "sc" type: "SigmoidCrossEntropyLoss" bottom: "s" bottom: "t" top: 
     for top in ("l1", "l2", "l3", "l4"):
         value = float(net.blob_by_name(top).data)
         assert value == 0 and math.copysign(1, value) == 1, top
+
+
+def test_contrastive_loss_is_caffes_loop_on_the_host():
+    """ContrastiveLoss's forward on the host: each pair's squared distance by caffe_cpu_dot
+    (OpenBLAS's sdot order), the pairs' terms added one after another, then / num / 2 (a
+    batch past numpy's pairwise blocks and a feature past sdot's 32-value kernel)."""
+    from caffecli.kernels import caffe_gemv
+    F = numpy.float32
+    rng = numpy.random.default_rng(0)
+    num, ch = 37, 45
+    a = rng.standard_normal((num, ch, 1, 1)).astype(F)
+    b = rng.standard_normal((num, ch, 1, 1)).astype(F)
+    y = (rng.random((num, 1, 1, 1)) > 0.5).astype(F)
+    layer = make_layer('type: "ContrastiveLoss" contrastive_loss_param { margin: 8 }')
+    bottom, top = [Blob(a.shape), Blob(b.shape), Blob(y.shape)], [Blob()]
+    for blob, values in zip(bottom, (a, b, y)):
+        blob.data[...] = values
+    layer.SetUp(bottom, top)
+    layer.Forward(bottom, top)
+    d = (a - b).reshape(num, ch)
+    loss = F(0)
+    for i in range(num):
+        dsq = caffe_gemv.dot(d[i], d[i])
+        dist = max(F(8) - numpy.sqrt(dsq), F(0))
+        loss = F(loss + (dsq if y[i, 0, 0, 0] else F(dist * dist)))
+    assert top[0].data[()] == F(F(loss / F(num)) / F(2))

@@ -1,6 +1,7 @@
 """ContrastiveLoss: the Siamese-pair loss of Hadsell et al. (Caffe's contrastive_loss_layer)."""
 import numpy
 
+from ..kernels import caffe_blas
 from ..layer import LossLayer
 from ..registry import register_layer
 from ._loss import int_labels, loss_weight
@@ -39,14 +40,19 @@ class ContrastiveLossLayer(LossLayer):
         num, ch = bottom[0].num, bottom[0].channels
         margin = dt.type(self.layer_param.contrastive_loss_param.margin)
         self.diff = (bottom[0].data.reshape(num, ch) - bottom[1].data.reshape(num, ch))
-        self.dist_sq = (self.diff * self.diff).sum(axis=1)
+        if xp is numpy:   # each pair's caffe_cpu_dot (kernels/caffe_blas.py)
+            self.dist_sq = numpy.array([caffe_blas.dot(d, d) for d in self.diff], dt)
+        else:
+            self.dist_sq = (self.diff * self.diff).sum(axis=1)
         self.similar = int_labels(xp, bottom[2], (-1,))[:num] != 0
         if self.legacy:
             dissimilar = xp.maximum(margin - self.dist_sq, dt.type(0))
         else:
             dissimilar = xp.maximum(margin - xp.sqrt(self.dist_sq), dt.type(0)) ** 2
         per_pair = xp.where(self.similar, self.dist_sq, dissimilar)
-        top[0].data[...] = per_pair.sum() / dt.type(num) / dt.type(2)
+        # Caffe adds the pairs' terms one after another
+        total = numpy.add.accumulate(per_pair)[-1] if xp is numpy else per_pair.sum()
+        top[0].data[...] = total / dt.type(num) / dt.type(2)
 
     def backward(self, top, propagate_down, bottom):
         xp = self.xp
