@@ -6,8 +6,8 @@ a Convolution with the ReLU in place on its top (forward only).
 
 Each layer still runs its driver's steps (side, views, reshape) and keeps the state its own pass
 would leave (BatchNorm's std, Scale's copy of its input), so fused and layer-by-layer passes
-mix freely; the values are the layers' own bit for bit, except the Scale's float64 channel sums,
-taken in another order. The net runs a chain only where the whole chain is in its range, with no
+mix freely; the values are the layers' own bit for bit (the Scale's sums in Caffe's order
+either way). The net runs a chain only where the whole chain is in its range, with no
 debug_info and no callbacks (which see each layer), on the host with compiled kernels; anything
 else runs the layers one by one.
 """
@@ -88,13 +88,13 @@ class NormChain:
                 and keep is not None and keep.shape == d.shape and jit.usable(d, y, keep, s, std)):
             _run_backward(self.records, prepared)
             return True
-        sums = scale.scratch("sums", (2, d.shape[1]), numpy.float64)
         slope = self._slope(d.dtype)
+        bias_diff = (None if scale.bias_layer is None
+                     else scale.weights[scale.bias_param_id].diff.reshape(-1))
+        scale_diff = scale.weights[0].diff.reshape(-1)
         for_parts(numpy, lambda c0, c1: channel_jit.chain_backward(
-            d, y, keep, s, std, slope, c0, c1, sums), d.shape[1], d.size, jit.PASS_MIN_PART)
-        if scale.bias_layer is not None:
-            scale.weights[scale.bias_param_id].diff.reshape(-1)[...] += sums[0]
-        scale._store_scale_sums(scale.weights[0], sums[1], learned=True)
+            d, y, keep, s, std, slope, c0, c1, bias_diff, scale_diff), d.shape[1], d.size,
+            jit.PASS_MIN_PART)
         return True
 
 

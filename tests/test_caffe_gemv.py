@@ -1,7 +1,8 @@
-"""Caffe's gemv over the items (OpenBLAS's sgemv_n against a vector of ones: the bias
-gradients, BatchNorm's and Scale's second sums, Softmax's channel sum): caffe_gemv's numpy
-order and its compiled twin against a value-by-value spec, and against the host's own
-OpenBLAS on one thread where its kernels are the SKYLAKEX ones Caffe's golden numbers used."""
+"""Caffe's BLAS reductions in OpenBLAS's order (kernels/caffe_gemv.py): the gemv over the items
+(sgemv_n against a vector of ones: the bias gradients of InnerProduct, BatchNorm's and Scale's
+second sums, Softmax's channel sum), the row gemv (sgemv_t), sdot and sasum; numpy's order and
+the compiled twins against value-by-value specs, and against the host's own OpenBLAS on one
+thread where its kernels are the SKYLAKEX ones Caffe's golden numbers used."""
 import ctypes
 
 import numpy
@@ -208,3 +209,26 @@ def test_blob_sums_are_caffes_blas_calls():
     diff, data = blob.diff.reshape(-1), blob.data.reshape(-1)
     assert blob.sumsq_diff() == float(caffe_gemv.dot(diff, diff))
     assert blob.asum_data() == float(caffe_gemv.asum(data))
+
+
+@pytest.mark.skipif(not blas_threads.available() or not _skylakex_openblas(),
+                    reason="the host's OpenBLAS does not run SKYLAKEX kernels (or cannot be "
+                           "held to one thread)")
+def test_row_totals_are_the_hosts_openblas_sgemv():
+    """caffe_gemv.row_totals (beta 0 and 1, alpha 1 and not) equals scipy's own sgemv (Caffe's
+    gemv(CblasNoTrans) with a vector of ones) on one thread for rows of 1 and of more than 8
+    values: every row kernel (four, two, one rows), blocks of 4096, the fused tails."""
+    from scipy.linalg import blas
+    rng = numpy.random.default_rng(11)
+    with blas_threads.one_thread():
+        for rows in [1, 2, 3, 4, 5, 6, 7, 9, 13, 100]:
+            for n in [1, 9, 12, 13, 16, 31, 100, 196, 4095, 4096, 4097, 9000]:
+                for alpha in (1.0, 1 / 37):
+                    a = (rng.standard_normal((rows, n)) * 3).astype(F)
+                    y = (rng.standard_normal(rows) * 3).astype(F)
+                    ones = numpy.ones(n, F)
+                    want = blas.sgemv(alpha, a.T, ones, trans=1)
+                    assert caffe_gemv.row_totals(a, alpha).tobytes() == want.tobytes()
+                    want = blas.sgemv(alpha, a.T, ones, beta=1.0, y=y.copy(), trans=1)
+                    got = caffe_gemv.row_totals(a, alpha, y)
+                    assert got.tobytes() == want.tobytes(), (rows, n, alpha)

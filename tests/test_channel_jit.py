@@ -58,17 +58,35 @@ def test_images_first_moves_with_numpys_bias_add(dtype):
 
 
 @pytest.mark.parametrize("in_place", [False, True])
-def test_scale_backward_sums_and_input_gradient(in_place):
-    dy, x = R.randn(3, 4, 50).astype(numpy.float32), R.randn(3, 4, 50).astype(numpy.float32)
-    s = R.randn(4).astype(numpy.float32)
-    sums = numpy.full((2, 4), numpy.nan)
+@pytest.mark.parametrize("shape", [(3, 4, 50), (1, 4, 50), (3, 1, 50), (1, 1, 50), (3, 4, 1),
+                                   (1, 4, 1), (2, 5, 4099)])
+@pytest.mark.parametrize("learned", [True, False])
+def test_scale_backward_is_caffes_sums_and_input_gradient(in_place, shape, learned):
+    """The compiled pass: the bias gradient as the Bias layer's gemv per outer item, the scale
+    gradient as layers/scale.py's numpy reference of Caffe's steps (every branch: one outer
+    item, one channel, a single row, one value a row), bit for bit, and dx = dy * s."""
+    from caffecli.kernels import caffe_gemv
+    from caffecli.layers.scale import _caffe_scale_sums
+    rs = numpy.random.RandomState(sum(shape))
+    dy = rs.randn(*shape).astype(numpy.float32)
+    x = rs.randn(*shape).astype(numpy.float32)
+    s = rs.randn(shape[1]).astype(numpy.float32)
+    bias0, scale0 = rs.randn(2, shape[1]).astype(numpy.float32)
+    want_bias = bias0.copy()
+    for o in range(shape[0]):
+        want_bias = caffe_gemv.row_totals(dy[o], 1, want_bias)
+    want_scale = scale0.copy()
+    _caffe_scale_sums(dy * x, want_scale, learned)
     d = dy.copy()
     dx = None if in_place else numpy.full_like(dy, numpy.nan)
-    channel_jit.scale_backward(d, x, s, 0, 4, sums, dx)
-    numpy.testing.assert_array_equal(d if in_place else dx, dy * s.reshape(1, 4, 1))
-    exact = dy.astype(numpy.float64), (dy * x).astype(numpy.float64)
-    numpy.testing.assert_allclose(sums[0], exact[0].sum(axis=(0, 2)), rtol=1e-12)
-    numpy.testing.assert_allclose(sums[1], exact[1].sum(axis=(0, 2)), rtol=1e-12)
+    bias, scale = bias0.copy(), scale0.copy()
+    channel_jit.scale_backward(d, x, s, 0, shape[1], bias, scale, learned, dx)
+    assert (d if in_place else dx).tobytes() == (dy * s.reshape(1, -1, 1)).tobytes()
+    assert bias.tobytes() == want_bias.tobytes()
+    assert scale.tobytes() == want_scale.tobytes()
+    scale = scale0.copy()
+    channel_jit.scale_backward(dy.copy(), x, s, 0, shape[1], None, scale, learned)
+    assert scale.tobytes() == want_scale.tobytes()
 
 
 SCALE = 'type: "Scale" scale_param { bias_term: %s filler { type: "gaussian" } ' \

@@ -1,22 +1,23 @@
-"""Caffe's sums by gemv against a vector of ones (BatchNorm's and MVN's statistics) and its
-channel dot products (Softmax's gradient, cblas_sdot), added in the order OpenBLAS's x86
-kernels (Haswell and later; sdot's SKYLAKEX kernel) add them, as numpy code: the reference that
+"""Caffe's sums by gemv against a vector of ones (the bias gradients, BatchNorm's, MVN's and
+Scale's statistics, Softmax's sum), its dot products (caffe_cpu_dot: Softmax's gradient, the
+losses, gradient clipping's norm) and caffe_cpu_asum, added in the order OpenBLAS's x86 kernels
+add them (a SKYLAKEX build on one thread), as numpy code: the reference that
 kernels/caffe_gemv_jit.py's and softmax_jit.py's compiled loops follow bit for bit.
 
 The first gemv (sgemv_t) sums each row of a (rows, n) matrix: its kernel for four rows at a
 time keeps eight lanes (the first four values into lanes 0-3 where the length is 4 mod 8, then
 eight at a time), adds lane k and k + 4, then pairwise; the SSE kernel for a pair of the last
 rows keeps four lanes, then pairwise, and the kernel for an odd last row eight lanes, as the
-four-row one (the golden convolutions' bias gradients with three channels show it); blocks of
-4096 values each add their sum times alpha to the total, and the last n % 4 values come times alpha through the C compiler's fused multiply-adds.
-The second gemv (sgemv_n) adds the items' totals as OpenBLAS does on one thread (its threads
-split the rows of a large gemv): SKYLAKEX builds send up to 48 items (but 4) on at most 16384
-channels to a kernel of their own, which sums in order; the generic path's scalar loops take
-the last channels % 4 channels (pairs or fours of items where they are all), its vector kernels
-groups of 8, 4, 2 and 1 items for the rest (``item_totals``). Both orders are scipy's own sgemv
-bit for bit where its OpenBLAS runs SKYLAKEX kernels (tests/test_caffe_gemv.py); its sgemv_t
-is a newer kernel than the Haswell one the golden cases show. With these the golden BatchNorm
-and MVN cases' values are Caffe's bits.
+four-row one; blocks of 4096 values each add their sum times alpha to the total, and the last
+n % 4 values come times alpha through the C compiler's fused multiply-adds. SKYLAKEX builds
+send rows of 2 to 8 values (on at most 16384 rows) to kernels of their own, not followed here
+(one golden Scale case has rows of 5). The second gemv (sgemv_n) adds the items' totals:
+SKYLAKEX builds send up to 48 items (but 4) on at most 16384 channels to a kernel of their own,
+which sums in order; the generic path's scalar loops take the last channels % 4 channels
+(pairs or fours of items where they are all), its vector kernels groups of 8, 4, 2 and 1 items
+for the rest (``item_totals``). Both gemvs are scipy's own sgemv bit for bit on one thread
+where its OpenBLAS runs SKYLAKEX kernels (tests/test_caffe_gemv.py; OpenBLAS's threads split
+the rows of a large gemv), as the golden cases' values are Caffe's.
 """
 import numpy
 

@@ -371,3 +371,39 @@ def asum(x):
     if x.size == 0:
         return x.dtype.type(0)
     return x.dtype.type(kernel(_asum)(x, x.dtype.type(0)))
+
+
+# ---- Caffe's Scale backward sums (scale_layer.cpp and its Bias layer) ------------------------
+def scale_row_sums(g, x, o, c, outer, dim, bias_y, prod, t, ones, lanes, zero, one, box):
+    """Row (o, c) of a Scale's backward, dy row g and input row x: returns the Bias layer's
+    gemv total for channel c after this row (``bias_y`` before it); t[o] = the scale's first
+    sum of the product g * x (rounded to the data's type first, as caffe_mul): the product
+    itself for one value a row, its sdot with ones where the whole blob is one row, else its
+    gemv row total over the (outer * dim, inner) matrix. prod: scratch of the row's length."""
+    n = g.shape[0]
+    bias_y = _gemv_row(g, one, row_kernel(c, dim), bias_y, zero, box)
+    for i in range(n):
+        prod[i] = g[i] * x[i]
+    if n == 1:
+        t[o] = prod[0]
+    elif outer * dim == 1:
+        t[o] = _dot(prod, ones[:n], lanes)
+    else:
+        t[o] = _gemv_row(prod, one, row_kernel(o * dim + c, outer * dim), zero, zero, box)
+    return bias_y
+
+
+def scale_store(t, c, outer, dim, inner, learned, diff, ones, lanes, zero):
+    """Channel c's scale gradient from its rows' sums t (outer,), stored as Caffe's Scale layer
+    stores it: added to a learned scale's diff (``learned``) or written, except that one outer
+    item (a single product row, or one value a channel) is written directly; over several outer
+    items by sdot with ones (one channel) or the gemv over the items."""
+    if outer * dim == 1 and inner > 1:
+        diff[c] = diff[c] + t[0] if learned else t[0]
+    elif outer == 1:
+        diff[c] = t[0]
+    elif dim == 1:
+        lanes[0] = _dot(t, ones[:outer], lanes)   # the dot in the data's type, as returned
+        diff[c] = diff[c] + lanes[0] if learned else lanes[0]
+    else:
+        diff[c] = gemv_items(t, c, dim, diff[c] if learned else zero, zero)

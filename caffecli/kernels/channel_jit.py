@@ -2,9 +2,10 @@
 (outer, channels, inner) arrays: Scale's x * s (+ b), BatchNorm's (x - mean) / std and its
 global-statistics gradient dy / std. One pass each where numpy takes two or three (Scale in
 place: the copy its backward needs, the product, the bias), with the same roundings in the same
-order, so the values are numpy's bit for bit (except Scale's backward sums, taken in float64
-in a vectorized order). Each call covers channels c0..c1 of every outer item, so threads
-(kernels/threads.py) take disjoint channel ranges.
+order, so the values are numpy's bit for bit (Scale's backward sums are Caffe's gemv and dot
+calls in OpenBLAS's order, kernels/caffe_gemv_jit.py, as layers/scale.py's reference). Each
+call covers channels c0..c1 of every outer item, so threads (kernels/threads.py) take disjoint
+channel ranges.
 
 An in-place call (top is bottom) takes a kernel over the one array: a loop reading and writing
 what it cannot prove distinct does not vectorize. layers/scale.py and layers/batch_norm.py keep
@@ -12,6 +13,7 @@ the numpy code as the reference and for device arrays.
 """
 import numpy
 
+from .caffe_gemv_jit import scale_row_sums, scale_store
 from .jit import kernel, prange
 from .threads import for_native
 
@@ -83,43 +85,39 @@ def divide(x, std, c0, c1, y=None):
     normalize(x, numpy.zeros_like(std), std, c0, c1, y)
 
 
-def _scale_backward(dy, x, s, c0, c1, sums, dx):
+def _scale_backward(dy, x, s, c0, c1, bias_diff, scale_diff, learned, with_bias, dx):
+    """For channels c0..c1: the bias (``with_bias``) and scale gradients of dy and x in
+    Caffe's order, then dx = dy * s[c] (dx may be dy: each row is read before it is
+    written)."""
+    outer, dim, inner = dy.shape
+    one, zero = dy.dtype.type(1), dy.dtype.type(0)
+    prod = numpy.empty(inner, dy.dtype)
+    t = numpy.empty(outer, dy.dtype)
+    ones = numpy.ones(max(inner, outer), dy.dtype)
+    lanes = numpy.empty(64, dy.dtype)
+    box = numpy.empty(1, dy.dtype)
     for d in range(c0, c1):
         sv = s[d]
-        total, dot = 0.0, 0.0  # float64: sums over whole channels stay accurate
-        for o in range(dy.shape[0]):
-            for i in range(dy.shape[2]):
-                g = dy[o, d, i]
-                total += g
-                dot += g * x[o, d, i]
-                dx[o, d, i] = g * sv
-        sums[0, d] = total
-        sums[1, d] = dot
+        bias_y = bias_diff[d] if with_bias else zero
+        for o in range(outer):
+            bias_y = scale_row_sums(dy[o, d], x[o, d], o, d, outer, dim, bias_y, prod, t, ones,
+                                    lanes, zero, one, box)
+            g, out = dy[o, d], dx[o, d]
+            for i in range(inner):
+                out[i] = g[i] * sv
+        if with_bias:
+            bias_diff[d] = bias_y
+        scale_store(t, d, outer, dim, inner, learned, scale_diff, ones, lanes, zero)
 
 
-def _scale_backward_in_place(d_, x, s, c0, c1, sums):
-    for d in range(c0, c1):
-        sv = s[d]
-        total, dot = 0.0, 0.0
-        for o in range(d_.shape[0]):
-            for i in range(d_.shape[2]):
-                g = d_[o, d, i]
-                total += g
-                dot += g * x[o, d, i]
-            for i in range(d_.shape[2]):
-                d_[o, d, i] = d_[o, d, i] * sv
-        sums[0, d] = total
-        sums[1, d] = dot
-
-
-def scale_backward(dy, x, s, c0, c1, sums, dx=None):
-    """For channels c0..c1: sums[0, c] = sum of dy, sums[1, c] = sum of dy * x (the bias and
-    scale gradients; float64 ``sums``, vectorized in any order) and dx = dy * s[c], into dy
-    itself without dx."""
-    if dx is None:
-        kernel(_scale_backward_in_place, fastmath={"reassoc", "nsz"})(dy, x, s, c0, c1, sums)
-    else:
-        kernel(_scale_backward, fastmath={"reassoc", "nsz"})(dy, x, s, c0, c1, sums, dx)
+def scale_backward(dy, x, s, c0, c1, bias_diff, scale_diff, learned, dx=None):
+    """For channels c0..c1: bias_diff (unless None) and scale_diff (flat) take their gradients
+    as Caffe's Scale layer and its Bias layer compute them (their gemv and dot calls in
+    OpenBLAS's order, kernels/caffe_gemv_jit.py; ``learned``: the scale is a parameter whose
+    diff accumulates), and dx = dy * s[c], into dy itself without dx."""
+    with_bias = bias_diff is not None
+    kernel(_scale_backward)(dy, x, s, c0, c1, scale_diff if bias_diff is None else bias_diff,
+                            scale_diff, learned, with_bias, dy if dx is None else dx)
 
 
 # ---- a BatchNorm -> Scale -> ReLU chain in place on one blob (caffecli/fusion.py) ----------
@@ -140,43 +138,37 @@ def _chain_forward(y, mean, std, s, b, with_bias, relu, slope, zero, c0, c1, kee
                 row[i] = u
 
 
-def _row_sums(g, x):
-    """(sum of g, sum of g * x) over one row, in float64: compiled on its own with
-    reassociation (vectorized sums), which numba applies to a whole compiled function."""
-    total, dot = 0.0, 0.0
-    for i in range(g.shape[0]):
-        total += g[i]
-        dot += g[i] * x[i]
-    return total, dot
-
-
-_ROW_SUMS = None   # _row_sums compiled, which _chain_backward calls (set before it compiles)
-
-
-def _chain_backward(d, y, keep, s, std, relu, slope, one, zero, c0, c1, sums):
+def _chain_backward(d, y, keep, s, std, relu, slope, one, zero, c0, c1, bias_diff, scale_diff,
+                    with_bias):
     """The chain's gradient in d, in place, a row at a time (it stays in cache between the
-    loops): ReLU's step factor from its output y, Scale's channel sums of g and g * its
-    input into ``sums``, then g * s / std, each rounded to the data's type as the layers
-    round (compiled without reassociation, which could turn g * s / std into g * (s /
-    std))."""
+    loops): ReLU's step factor from its output y, the Scale's bias and scale gradients of g and
+    its input in Caffe's order (``_scale_backward``'s), then g * s / std, each rounded to the
+    data's type as the layers round (compiled without reassociation, which could turn
+    g * s / std into g * (s / std))."""
+    outer, dim, inner = d.shape
+    prod = numpy.empty(inner, d.dtype)
+    t = numpy.empty(outer, d.dtype)
+    ones = numpy.ones(max(inner, outer), d.dtype)
+    lanes = numpy.empty(64, d.dtype)
+    box = numpy.empty(1, d.dtype)
     for c in range(c0, c1):
         sv, sd = s[c], std[c]
-        total, dot = 0.0, 0.0
-        for o in range(d.shape[0]):
-            row, kept = d[o, c], keep[o, c]
+        bias_y = bias_diff[c] if with_bias else zero
+        for o in range(outer):
+            row = d[o, c]
             if relu:
                 out = y[o, c]
                 for i in range(row.shape[0]):
                     v = out[i]
                     row[i] = row[i] * ((one if v > 0 else zero)
                                        + (one if v <= 0 else zero) * slope)
-            t, p = _ROW_SUMS(row, kept)
-            total += t
-            dot += p
+            bias_y = scale_row_sums(row, keep[o, c], o, c, outer, dim, bias_y, prod, t, ones,
+                                    lanes, zero, one, box)
             for i in range(row.shape[0]):
                 row[i] = row[i] * sv / sd
-        sums[0, c] = total
-        sums[1, c] = dot
+        if with_bias:
+            bias_diff[c] = bias_y
+        scale_store(t, c, outer, dim, inner, True, scale_diff, ones, lanes, zero)
 
 
 def chain_forward(y, mean, std, s, b, slope, c0, c1, keep):
@@ -188,15 +180,14 @@ def chain_forward(y, mean, std, s, b, slope, c0, c1, keep):
                            slope is not None, t(slope or 0), t(0), c0, c1, keep)
 
 
-def chain_backward(d, y, keep, s, std, slope, c0, c1, sums):
+def chain_backward(d, y, keep, s, std, slope, c0, c1, bias_diff, scale_diff):
     """Channels c0..c1 of diff d, in place, back through chain_forward (y: its output,
-    ``keep``: the Scale's input); sums[0, c] and sums[1, c] receive the bias and scale
-    gradients (float64)."""
-    global _ROW_SUMS
-    _ROW_SUMS = kernel(_row_sums, fastmath={"reassoc"})
+    ``keep``: the Scale's input); bias_diff (unless None) and scale_diff (flat) take the
+    Scale's gradients as its layer computes them (a learned scale)."""
     t = d.dtype.type
     kernel(_chain_backward)(d, y, keep, s, std, slope is not None, t(slope or 0), t(1), t(0),
-                            c0, c1, sums)
+                            c0, c1, scale_diff if bias_diff is None else bias_diff, scale_diff,
+                            bias_diff is not None)
 
 
 def _images_first(src, bias, with_bias, c0, c1, y):

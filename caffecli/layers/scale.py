@@ -6,7 +6,7 @@ import numpy
 
 from ..blob import Blob
 from ..fillers import fill
-from ..kernels import channel_jit, device, jit
+from ..kernels import caffe_gemv, channel_jit, device, jit
 from ..kernels.channel_sums import channel_sums
 from ..kernels.threads import for_parts
 from ..layer import Layer
@@ -102,7 +102,8 @@ class ScaleLayer(Layer):
 
     def _backward_compiled(self, top, bottom):
         """The whole backward of a learned scale (and bias) in one compiled pass over top's
-        diff, when every gradient is wanted; False where that does not apply."""
+        diff, when every gradient is wanted, the sums in Caffe's order (channel_jit's
+        scale_backward); False where that does not apply."""
         if len(bottom) > 1 or not all(self.param_propagate_down):
             return False
         outer, dim, inner = self.dims
@@ -111,15 +112,15 @@ class ScaleLayer(Layer):
         in_place = top[0] is bottom[0]
         x = self.bottom_copy if in_place else bottom[0].data.reshape(outer, dim, inner)
         scale = self.weights[0]
-        if not jit.usable(dy, dx, x, scale.data):
+        bias = None if self.bias_layer is None else self.weights[self.bias_param_id]
+        if not jit.usable(dy, dx, x, scale.data, scale.diff,
+                          *(() if bias is None else (bias.diff,))):
             return False
-        sums = self.scratch("sums", (2, dim), numpy.float64)
         s = scale.data.reshape(-1)
+        bias_diff = None if bias is None else bias.diff.reshape(-1)
         for_parts(self.xp, lambda c0, c1: channel_jit.scale_backward(
-            dy, x, s, c0, c1, sums, None if in_place else dx), dim, dy.size, jit.PASS_MIN_PART)
-        if self.bias_layer is not None:
-            self.weights[self.bias_param_id].diff.reshape(-1)[...] += sums[0]
-        self._store_scale_sums(scale, sums[1], learned=True)
+            dy, x, s, c0, c1, bias_diff, scale.diff.reshape(-1), True,
+            None if in_place else dx), dim, dy.size, jit.PASS_MIN_PART)
         return True
 
     def _backward_device(self, top, bottom):
@@ -170,11 +171,14 @@ class ScaleLayer(Layer):
         if (learned and self.param_propagate_down[0]) or (not learned and propagate_down[1]):
             x = self.bottom_copy if in_place else bottom[0].data.reshape(outer, dim, inner)
             scratch = not in_place and outer * inner != 1 and not propagate_down[0]
-            if scratch:
+            if scratch or self.xp is numpy:
                 product = dy * x
-                self._store_scale_sums(scale, product.sum(axis=(0, 2)), learned)
-                # Caffe keeps this product in bottom[0]'s diff as scratch space.
-                bottom[0].diff.reshape(outer, dim, inner)[...] = product
+                if self.xp is numpy:
+                    _caffe_scale_sums(product, scale.diff.reshape(-1), learned)
+                else:
+                    self._store_scale_sums(scale, product.sum(axis=(0, 2)), learned)
+                if scratch:   # Caffe keeps this product in bottom[0]'s diff as scratch space
+                    bottom[0].diff.reshape(outer, dim, inner)[...] = product
             elif not channel_sums(self.xp, dy, scale.diff.reshape(-1), times=x,
                                   accumulate=self._scale_sums_accumulate(learned)):
                 # the same sums without the full-size product (one kernel on the device)
@@ -182,3 +186,27 @@ class ScaleLayer(Layer):
         if propagate_down[0]:
             self.xp.multiply(dy, scale.data.reshape(1, dim, 1),
                              out=bottom[0].diff.reshape(outer, dim, inner))
+
+
+def _caffe_scale_sums(product, diff, learned):
+    """diff (dim,) takes the scale gradient from product = dy * x (outer, dim, inner) as Caffe's
+    Scale layer sums it on the host (kernels/caffe_gemv.py, the reference of channel_jit's
+    compiled pass): each (outer, dim) row by gemv (the product itself for one value a row; sdot
+    with ones for a single row), then over the outer items by sdot (one channel) or gemv,
+    added to a ``learned`` scale's diff or written; one outer item's row sums are written."""
+    outer, dim, inner = product.shape
+    if inner == 1:
+        rows = product[:, :, 0]
+    elif outer * dim == 1:
+        r = caffe_gemv.dot(product.reshape(-1), numpy.ones(inner, product.dtype))
+        diff[...] = diff + r if learned else r
+        return
+    else:
+        rows = caffe_gemv.row_totals(product.reshape(outer * dim, inner), 1).reshape(outer, dim)
+    if outer == 1:
+        diff[...] = rows[0]
+    elif dim == 1:
+        r = caffe_gemv.dot(numpy.ones(outer, product.dtype), numpy.ascontiguousarray(rows[:, 0]))
+        diff[...] = diff + r if learned else r
+    else:
+        diff[...] = caffe_gemv.item_totals(rows, diff if learned else None)
