@@ -232,3 +232,16 @@ def test_row_totals_are_the_hosts_openblas_sgemv():
                     want = blas.sgemv(alpha, a.T, ones, beta=1.0, y=y.copy(), trans=1)
                     got = caffe_gemv.row_totals(a, alpha, y)
                     assert got.tobytes() == want.tobytes(), (rows, n, alpha)
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("items", [3, 4, 9, 48, 64, 100])
+@pytest.mark.parametrize("channels", [1, 3, 6, 13, 500, 4099])
+def test_add_item_totals_is_item_totals_with_a_start(items, channels):
+    """caffe_gemv_jit.add_item_totals (an inner product's bias gradient, channels split across
+    the threads, most of them a row at a time) is caffe_gemv.item_totals from the diff."""
+    rng = numpy.random.default_rng(items * channels)
+    t = _values(rng, (items, channels))
+    start = _values(rng, (channels,))
+    got = caffe_gemv_jit.add_item_totals(t, start.copy())
+    assert got.tobytes() == caffe_gemv.item_totals(t, start).tobytes()

@@ -5,7 +5,7 @@ import pytest
 
 from caffecli import context
 from caffecli.blob import Blob
-from caffecli.kernels import blas_blocks, blas_threads, conv_jit, im2col_jit, jit
+from caffecli.kernels import blas_blocks, blas_threads, caffe_gemv, conv_jit, im2col_jit, jit
 from caffecli.layers import _base_conv, convolution
 from gradcheck import make_layer
 
@@ -162,15 +162,15 @@ def test_input_gradient_alone_by_image_for_small_products(spec, shape, down):
 
 
 def test_read_only_input_and_no_input_gradient():
-    """conv_jit itself on a read-only image batch, without dx: the weight gradient only, added
-    to the diff, summed in image order."""
+    """conv_jit itself on a read-only image batch, without dx: the parameter gradients only,
+    added to the diffs, summed in image order (the bias's as Caffe's per-image gemv)."""
     x = R.randn(3, 2, 6, 6).astype(numpy.float32)
     x.flags.writeable = False
     w = R.randn(1, 4, 18).astype(numpy.float32)
     dy = R.randn(3, 4, 4, 4).astype(numpy.float32)
-    wdiff = numpy.ones((1, 4, 18), numpy.float32)
+    wdiff, bdiff = numpy.ones((1, 4, 18), numpy.float32), numpy.ones(4, numpy.float32)
     conv_jit.backward(x, dy, w, (3, 3), (1, 1), (1, 1), (0, 0), wdiff, None,
-                      numpy.empty((3, 1, 4, 18), numpy.float32))
+                      numpy.empty((3, 1, 4, 18), numpy.float32), bdiff=bdiff)
     cols = numpy.empty((3, 2, 3, 3, 1, 4, 4), numpy.float32)
     for i in range(3):
         im2col_jit.im2col(x[i:i + 1], (1, 1), (1, 1), (0, 0), False, cols[i])
@@ -178,6 +178,10 @@ def test_read_only_input_and_no_input_gradient():
     for i in range(3):   # each image's product added in turn
         want += dy[i].reshape(4, 16).astype(numpy.float64) @ cols[i].reshape(18, 16).T
     numpy.testing.assert_allclose(wdiff[0], want, rtol=1e-5, atol=1e-5)
+    want_bias = numpy.ones(4, numpy.float32)
+    for i in range(3):
+        want_bias = caffe_gemv.row_totals(dy[i].reshape(4, 16), 1, want_bias)
+    assert bdiff.tobytes() == want_bias.tobytes()
 
 
 def test_blas_runs_on_one_thread_inside_and_the_counts_come_back(monkeypatch):

@@ -648,6 +648,28 @@ def test_image_rows_add_caffes_gemv_per_image_and_move_the_rows(dtype, shape):
             numpy.testing.assert_array_equal(moved, x.transpose(1, 0, 2))
 
 
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 64, 4097, 8199])
+def test_row_parts_added_in_order_are_the_gemv_into_the_diff(n):
+    """Each image's row sums taken apart (caffe_gemv_jit.matrix_row_parts: conv_jit's images in
+    parallel) and added in image order (add_parts) give Caffe's per-image gemv into the diff
+    bit for bit: blocks of 4096, the tails, the rows' three kernels."""
+    from caffecli.kernels import caffe_gemv, caffe_gemv_jit
+    x = (R.randn(3, 7, n) * 10 ** R.uniform(-3, 3, (3, 7, n))).astype(numpy.float32)
+    start = (R.randn(7) * 100).astype(numpy.float32)
+    want = start.copy()
+    for o in range(3):
+        want = caffe_gemv.row_totals(x[o], 1, want)
+    parts = numpy.empty((3, 7, caffe_gemv_jit.row_part_count(n)), numpy.float32)
+    matrix_row_parts = jit.kernel(caffe_gemv_jit.matrix_row_parts)
+    box = numpy.empty(1, numpy.float32)
+    for o in range(3):   # rows 0-3 four at a time (one block), 4-5 a pair, 6 the odd last
+        matrix_row_parts(x[o], numpy.float32(0), parts[o], box)
+    got = start.copy()
+    jit.kernel(caffe_gemv_jit.add_parts)(parts, got)
+    assert got.tobytes() == want.tobytes()
+
+
 @pytest.mark.usefixtures("batched_convolution")
 @pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 @pytest.mark.parametrize("threads", ["1", "3"])

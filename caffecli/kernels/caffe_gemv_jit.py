@@ -287,8 +287,52 @@ def add_image_rows(x, out, moved=None):
 
 
 def _item_columns(t, zero, c0, c1, out):
+    """out[c] = ``gemv_items`` of t[:, c] from out[c], for channels c0..c1 of t (items,
+    channels): the paired and leftover channels one by one, the others a row of t at a time
+    (the same sums, vectorized across the channels)."""
+    n, channels = t.shape
+    generic = n == 4 or n > 48 or channels > 16384   # caffe_gemv.generic_path
+    body, p0, p1 = channels, 0, 0
+    if generic:
+        body = channels - channels % 4
+        last = body % 4096   # caffe_gemv.prefix_positions
+        p0 = body - last
+        p1 = p0 + (4 if last & 4 else 0) + (8 if last & 8 else 0)
     for c in range(c0, c1):
-        out[c] = gemv_items(t[:, c], c, t.shape[1], out[c], zero)
+        if c >= body or p0 <= c < p1:
+            out[c] = gemv_items(t[:, c], c, channels, out[c], zero)
+    v1 = min(c1, body)
+    if v1 <= c0:
+        return
+    acc = numpy.empty(v1 - c0, t.dtype)
+    if not generic:
+        for c in range(c0, v1):
+            acc[c - c0] = zero
+        for k in range(n):
+            row = t[k]
+            for c in range(c0, v1):
+                acc[c - c0] += row[c]
+        for c in range(c0, v1):
+            out[c] = out[c] + acc[c - c0]
+        return
+    i = 0
+    while i < n:
+        r = n - i
+        w = 8 if r >= 8 else (4 if r & 4 else (2 if r & 2 else 1))
+        row = t[i]
+        for c in range(c0, v1):
+            acc[c - c0] = zero + row[c]
+        for k in range(i + 1, i + w):
+            row = t[k]
+            for c in range(c0, v1):
+                acc[c - c0] += row[c]
+        for c in range(c0, v1):
+            if not p0 <= c < p1:
+                out[c] = out[c] + acc[c - c0]
+        i += w
+    for c in range(c0, v1):
+        if not p0 <= c < p1:
+            out[c] = out[c] + zero
 
 
 def _item_columns_parts(bounds, t, zero, out):
@@ -407,3 +451,67 @@ def scale_store(t, c, outer, dim, inner, learned, diff, ones, lanes, zero):
         diff[c] = diff[c] + lanes[0] if learned else lanes[0]
     else:
         diff[c] = gemv_items(t, c, dim, diff[c] if learned else zero, zero)
+
+
+# ---- the same gemv per image, its parts summed apart and added in image order ----------------
+def row_part_count(n):
+    """How many sums one row of n values adds into y in Caffe's gemv (alpha 1): a block sum
+    per 4096 values of its leading multiple of four, and the tail's expression."""
+    body = n - n % 4
+    return -(-body // 4096) + (1 if n > body else 0)
+
+
+def row_parts(a, kind, zero, parts, box):
+    """The sums ``_gemv_row`` (alpha 1) adds into y for row a, in order, into parts: each
+    block's lanes (``row_kernel``'s ``kind``), then the tail's expression. With alpha 1 each
+    addition is y plus the part, one rounding, so adding the parts to y in order later is the
+    gemv's own arithmetic (images summed apart in parallel, added in image order)."""
+    n = a.shape[0]
+    body = n - n % 4
+    k = 0
+    for s0 in range(0, body, 4096):
+        s1 = min(body, s0 + 4096)
+        parts[k] = _lanes4(a, s0, s1, zero) if kind == 0 else _lanes8(a, s0, s1, zero)
+        k += 1
+    _tail_part(a, body, parts, k, box)
+
+
+def matrix_row_parts(rows, zero, parts, box):
+    """``row_parts`` of every row of one gemv's matrix rows (m, n) into parts (m, K): the
+    leading multiple of four rows four at a time (``_lanes8_four``) where each is one block."""
+    m, n = rows.shape
+    body = n - n % 4
+    wide = m - m % 4
+    c = 0
+    if body and body <= 4096:
+        while c < wide:
+            sums = _lanes8_four(rows[c], rows[c + 1], rows[c + 2], rows[c + 3], body, zero)
+            for k in range(4):
+                parts[c + k, 0] = sums[k]
+                if n > body:
+                    _tail_part(rows[c + k], body, parts[c + k], 1, box)
+            c += 4
+    for r in range(c, m):
+        row_parts(rows[r], row_kernel(r, m), zero, parts[r], box)
+
+
+def _tail_part(a, body, parts, k, box):
+    """parts[k] = the tail expression of row a's last n % 4 values (alpha 1)."""
+    n = a.shape[0]
+    if n - body == 1:
+        parts[k] = a[body]
+    elif n - body == 2:
+        parts[k] = _fma(a[body], 1.0, a[body + 1], box)
+    elif n - body == 3:
+        parts[k] = _fma(a[body + 2], 1.0, _fma(a[body], 1.0, a[body + 1], box), box)
+
+
+def add_parts(parts, out):
+    """out[c] += parts[i, c, :] one after another, image i after image (Caffe's per-image
+    gemvs into the diff, from ``row_parts``)."""
+    for c in range(out.shape[0]):
+        y = out[c]
+        for i in range(parts.shape[0]):
+            for k in range(parts.shape[2]):
+                y = y + parts[i, c, k]
+        out[c] = y

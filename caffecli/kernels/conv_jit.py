@@ -18,6 +18,7 @@ import numpy
 
 from . import blas_threads, jit
 from .blas_blocks import blocked_product
+from .caffe_gemv_jit import add_parts, matrix_row_parts, row_part_count
 from .im2col_jit import _col2im, _col2im_phased, _window_rows
 from .jit import prange
 from .threads import for_native
@@ -57,15 +58,17 @@ def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, n0, n1,
                     plane[t] = v
 
 
-def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, down, convolve, n0, n1,
-              wsum, dx, y):
+def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, convolve,
+              n0, n1, wsum, bparts, zero, dx, y):
     """For images n0..n1: with ``weights`` wsum[i] (g, M/g, K) = image i's weight gradient, with
-    ``down`` dx[i] = its input gradient (col2im of wt (g, K, M/g) @ dy[i]), with ``convolve``
-    y[i] (M, oh, ow) = x[i] convolved, from the weight gradient's columns (Deconvolution's input
-    gradient); w (g, M/g, K) the filters."""
-    col, cols, grads, _ = _buffers(x, w, dy, kh, kw)
-    g = w.shape[0]
+    ``biases`` bparts[i, c] the sums Caffe's bias gemv adds for image i's row c
+    (caffe_gemv_jit.matrix_row_parts), with ``down`` dx[i] = its input gradient (col2im of wt (g, K,
+    M/g) @ dy[i]), with ``convolve`` y[i] (M, oh, ow) = x[i] convolved, from the weight
+    gradient's columns (Deconvolution's input gradient); w (g, M/g, K) the filters."""
+    col, cols, grads, flat = _buffers(x, w, dy, kh, kw)
+    g, m = w.shape[0], flat.shape[1]
     out = y.reshape(grads.shape)
+    box = numpy.empty(1, dy.dtype)
     for i in range(n0, n1):
         if weights or convolve:
             _columns(x, i, sh, sw, dh, dw, ph, pw, col)
@@ -74,6 +77,8 @@ def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, down, convo
                 blocked_product(grads[i, j], cols[j].T, wsum[i, j])
             if convolve:
                 blocked_product(w[j], cols[j], out[i, j])
+        if biases:
+            matrix_row_parts(flat[i], zero, bparts[i], box)
         if down:
             for j in range(g):
                 blocked_product(wt[j], grads[i, j], cols[j])
@@ -99,11 +104,11 @@ def _forward_parts(bounds, x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, p
                  bounds[p + 1], y)
 
 
-def _backward_parts(bounds, x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, down,
-                    convolve, wsum, dx, y):
+def _backward_parts(bounds, x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases,
+                    down, convolve, wsum, bparts, zero, dx, y):
     for p in prange(bounds.size - 1):
-        _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, down, convolve,
-                  bounds[p], bounds[p + 1], wsum, dx, y)
+        _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, convolve,
+                  bounds[p], bounds[p + 1], wsum, bparts, zero, dx, y)
 
 
 def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
@@ -116,20 +121,27 @@ def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
                    *stride, *dilation, *pad, y)
 
 
-def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, dx, wsum=None, y=None):
+def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, dx, wsum=None, y=None, bdiff=None):
     """Add the weight gradient of dy (N, M, oh, ow) to ``wdiff`` (g, M/g, K) unless None, and
     set ``dx`` (N, C, H, W) unless None; ``wsum`` (N, g, M/g, K): scratch for the per-image
     weight gradients (where asked for). With ``y`` (dy's shape): x convolved too, from the same
-    columns (a Deconvolution's weight and input gradients in one pass). The bias gradient is the
-    layer's (Caffe's gemv order, kernels/caffe_blas.py)."""
+    columns (a Deconvolution's weight and input gradients in one pass). With ``bdiff`` (M,):
+    the bias gradient added, as Caffe's per-image gemv adds it (each image's row sums taken
+    with its other work, added in image order: caffe_gemv_jit.row_parts)."""
     n = x.shape[0]
     wt = w if dx is None else numpy.ascontiguousarray(w.transpose(0, 2, 1))   # dx's operand
     if wsum is None:
         wsum = numpy.empty((0,) * 4, dy.dtype)
+    spatial = dy.shape[2] * dy.shape[3]
+    bparts = numpy.empty((n if bdiff is not None else 0, dy.shape[1], row_part_count(spatial)),
+                         dy.dtype)
     none = numpy.empty((0,) * 4, x.dtype)
     with blas_threads.one_thread():
         for_native(_backward_parts, n, dy.size * w.shape[2], x, dy, w, wt, *kernel, *stride,
-                   *dilation, *pad, wdiff is not None, dx is not None, y is not None, wsum,
-                   none if dx is None else dx, dy if y is None else y)
+                   *dilation, *pad, wdiff is not None, bdiff is not None, dx is not None,
+                   y is not None, wsum, bparts, dy.dtype.type(0), none if dx is None else dx,
+                   dy if y is None else y)
     if wdiff is not None:
         jit.kernel(_sum_weights)(wsum, wdiff)
+    if bdiff is not None:
+        jit.kernel(add_parts)(bparts, bdiff)

@@ -129,13 +129,14 @@ class ConvolutionLayer(BaseConvolutionLayer):
                                     dx)
 
     def _backward_by_image(self, x, dy, w, wdiff, dx, need_w):
-        """conv_jit's backward: each image's gradients, the weights' summed in image order
-        (host arrays); the bias gradient by Caffe's gemv order over the batch."""
-        self._bias_grad(dy)
+        """conv_jit's backward: each image's gradients, the weights' and the bias's added in
+        image order (host arrays)."""
+        biases = self.bias_term and self.param_propagate_down[1]
         conv_jit.backward(
             x, dy.reshape((self.num, self.num_output) + tuple(self.out_shape)), w,
             *self._geometry(), wdiff if need_w else None, dx,
-            self.scratch("_image_weights", (self.num,) + w.shape, w.dtype))
+            self.scratch("_image_weights", (self.num,) + w.shape, w.dtype),
+            bdiff=self.weights[1].diff if biases else None)
 
     def _columns(self, x, n0, n1):
         """The (g, kernel_dim, nb * P) columns of images n0..n1 (for 1x1 kernels, the input)."""
