@@ -66,7 +66,7 @@ def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, dow
     M/g) @ dy[i]), with ``convolve`` y[i] (M, oh, ow) = x[i] convolved, from the weight
     gradient's columns (Deconvolution's input gradient); w (g, M/g, K) the filters."""
     col, cols, grads, flat = _buffers(x, w, dy, kh, kw)
-    g, m = w.shape[0], flat.shape[1]
+    g = w.shape[0]
     out = y.reshape(grads.shape)
     box = numpy.empty(1, dy.dtype)
     for i in range(n0, n1):
