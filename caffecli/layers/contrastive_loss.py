@@ -51,7 +51,8 @@ class ContrastiveLossLayer(LossLayer):
             dissimilar = xp.maximum(margin - xp.sqrt(self.dist_sq), dt.type(0)) ** 2
         per_pair = xp.where(self.similar, self.dist_sq, dissimilar)
         # Caffe adds the pairs' terms one after another
-        total = numpy.add.accumulate(per_pair)[-1] if xp is numpy else per_pair.sum()
+        total = (numpy.add.accumulate(per_pair)[-1] if xp is numpy and per_pair.size
+                 else per_pair.sum())
         top[0].data[...] = total / dt.type(num) / dt.type(2)
 
     def backward(self, top, propagate_down, bottom):
