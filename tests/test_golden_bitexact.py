@@ -3,7 +3,8 @@ case's tolerance: layers whose arithmetic caffecli follows step by step (the C l
 log and tanh, kernels/libm.py; the loss loops' order; the recurrent layers' step-by-step
 shared gradients; AVE pooling's quotient rounded to the data's type; the solvers' BLAS steps
 rounded once, kernels/blas_steps.py; BatchNorm's, MVN's and Softmax's sums and dots in
-OpenBLAS's gemv and sdot orders, kernels/caffe_gemv.py)."""
+OpenBLAS's gemv and sdot orders, the losses' and Reduction's caffe_cpu_dot and caffe_cpu_asum,
+kernels/caffe_gemv.py; Power's powf)."""
 import platform
 
 import pytest
@@ -17,7 +18,7 @@ pytestmark = [
 
 BIT_EXACT = ["tanh", "sigmoid", "exp", "log", "elu", "bnll", "swish", "lstmunit", "lstm", "rnn",
              "sigmoidce", "infogain", "multinomial", "pool", "batchnorm", "mvn", "softmax",
-             "softmaxloss"]
+             "softmaxloss", "reduction", "hinge", "euclidean", "contrastive", "power"]
 
 
 @pytest.mark.parametrize("family", BIT_EXACT)
@@ -40,11 +41,18 @@ def test_golden_cases_of_these_layers_are_caffes_bit_for_bit(family, monkeypatch
     assert sum(compared) > 0
 
 
-# solver cases whose every iteration is Caffe's to the bit (the others part in a last place
-# where a gradient sums through BLAS, several iterations in): the updates' axpy/axpby steps
-# round once, as OpenBLAS's FMA does, and powx(., 0.5) is the C library's pow
-EXACT_SOLVERS = ["solver__adadelta", "solver__adam", "solver__multistep", "solver__sgd_l1",
-                 "solver__rmsprop_decay0.9_poly"]
+# solver cases whose every iteration is Caffe's to the bit (all but rmsprop_shared_l1, whose
+# weight shared by two layers parts in a last place at its tenth iteration): the updates'
+# axpy/axpby steps round once, as OpenBLAS's FMA does, powx(., 0.5) is the C library's pow,
+# the bias gradients are Caffe's gemv into the diff and gradient clipping's norm its sdot,
+# in OpenBLAS's orders
+EXACT_SOLVERS = ["solver__" + name for name in (
+    "adadelta", "adagrad", "adagrad_delta1e-6_inv", "adagrad_itersize3_clip", "adam",
+    "adam_defaults_fixed", "clip", "exp", "hdf5_snapshots", "inv", "itersize2", "lrmult",
+    "multistep", "nesterov", "nesterov_lrmult_decaymult", "poly", "resume_cli", "rmsprop",
+    "rmsprop_decay0.9_poly", "sgd_average_loss3", "sgd_clip0.05_itersize2",
+    "sgd_euclidean_shared", "sgd_l1", "sgd_l1_wd1e-3_step", "sgd_mom0.9_wd5e-4_l2_fixed",
+    "sgd_momentum", "sgd_sigmoid_gamma0.5", "sigmoid", "step")]
 
 
 @pytest.mark.parametrize("name", EXACT_SOLVERS)
