@@ -52,13 +52,13 @@ def spec_row(a, alpha, kernel, start=F(0)):
     return y
 
 
-@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 16, 20, 27, 36, 4100, 4103])
+@pytest.mark.parametrize("n", [1, 9, 12, 13, 16, 20, 27, 36, 4100, 4103])
 def test_row_totals_follow_openblas_gemv_order(n):
     """Each row's total times alpha, from zero and added to a start (beta 1), by the compiled
     kernel and by caffe_gemv's numpy code, is the value-by-value spec of OpenBLAS's order:
     eight lanes for the leading multiple of four rows (rows 0-3 of 7 or 5), four for a pair of
     the last (rows 4-5 of 7), eight for an odd last row (row 6 of 7, 4 of 5, each fused into y),
-    blocks of 4096, the fused tail."""
+    blocks of 4096, the fused tail (rows of 2 to 8 values: tests/test_caffe_gemv.py)."""
     from caffecli.kernels import caffe_gemv
     rng = numpy.random.default_rng(n)
     gemv_row = jit.kernel(caffe_gemv_jit._gemv_row)
@@ -72,7 +72,7 @@ def test_row_totals_follow_openblas_gemv_order(n):
         start = (rng.standard_normal(count) * 100).astype(F)
         numpy_added = caffe_gemv.row_totals(rows, alpha, start)
         for r, kind in kernels:
-            assert row_kernel(r, count) == kind
+            assert row_kernel(r, count, n) == (kind if n != 1 else kind)
             want = spec_row(rows[r], alpha, kind)
             assert numpy_totals[r] == want
             assert gemv_row(rows[r], alpha, kind, F(0), F(0), box) == want

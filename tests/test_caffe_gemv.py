@@ -216,13 +216,15 @@ def test_blob_sums_are_caffes_blas_calls():
                            "held to one thread)")
 def test_row_totals_are_the_hosts_openblas_sgemv():
     """caffe_gemv.row_totals (beta 0 and 1, alpha 1 and not) equals scipy's own sgemv (Caffe's
-    gemv(CblasNoTrans) with a vector of ones) on one thread for rows of 1 and of more than 8
-    values: every row kernel (four, two, one rows), blocks of 4096, the fused tails."""
+    gemv(CblasNoTrans) with a vector of ones) on one thread: every row kernel (four, two, one
+    rows), blocks of 4096, the fused tails, and the SKYLAKEX kernels for rows of 2 to 8 values
+    in each of their blocks of rows (16, 8, 4, a pair, the last)."""
     from scipy.linalg import blas
     rng = numpy.random.default_rng(11)
     with blas_threads.one_thread():
-        for rows in [1, 2, 3, 4, 5, 6, 7, 9, 13, 100]:
-            for n in [1, 9, 12, 13, 16, 31, 100, 196, 4095, 4096, 4097, 9000]:
+        for rows in [1, 2, 3, 4, 5, 6, 7, 9, 13, 16, 17, 24, 33, 100]:
+            for n in [1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 13, 16, 31, 100, 196, 4095, 4096, 4097,
+                      9000]:
                 for alpha in (1.0, 1 / 37):
                     a = (rng.standard_normal((rows, n)) * 3).astype(F)
                     y = (rng.standard_normal(rows) * 3).astype(F)
@@ -245,3 +247,28 @@ def test_add_item_totals_is_item_totals_with_a_start(items, channels):
     start = _values(rng, (channels,))
     got = caffe_gemv_jit.add_item_totals(t, start.copy())
     assert got.tobytes() == caffe_gemv.item_totals(t, start).tobytes()
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 6, 7, 8])
+def test_short_rows_compiled_are_numpys(n):
+    """Rows of 2 to 8 values: the compiled row sums (caffe_gemv_jit's _gemv_row through
+    row_kernel's block codes) and the per-image parts added in order (matrix_row_parts,
+    add_parts) give caffe_gemv.row_totals' bits, from zero and from a start, alpha 1 and not
+    (the orders themselves: the host-OpenBLAS test above)."""
+    rng = numpy.random.default_rng(n)
+    gemv_row = jit.kernel(caffe_gemv_jit._gemv_row)
+    box = numpy.empty(1, F)
+    for rows in (3, 7, 13, 24, 33):
+        a = _values(rng, (rows, n))
+        start = _values(rng, (rows,))
+        for alpha in (F(1), F(1 / 37)):
+            want = caffe_gemv.row_totals(a, alpha, start)
+            got = [gemv_row(a[r], alpha, caffe_gemv_jit.row_kernel(r, rows, n), start[r], F(0),
+                            box) for r in range(rows)]
+            assert numpy.array(got, F).tobytes() == want.tobytes(), (rows, alpha)
+        parts = numpy.empty((rows, caffe_gemv_jit.row_part_count(n)), F)
+        jit.kernel(caffe_gemv_jit.matrix_row_parts)(a, F(0), parts, box)
+        added = start.copy()
+        jit.kernel(caffe_gemv_jit.add_parts)(parts[None], added)
+        assert added.tobytes() == caffe_gemv.row_totals(a, 1, start).tobytes()

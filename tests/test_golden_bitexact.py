@@ -4,7 +4,7 @@ log and tanh, kernels/libm.py; the loss loops' order; the recurrent layers' step
 shared gradients; AVE pooling's quotient rounded to the data's type; the solvers' BLAS steps
 rounded once, kernels/blas_steps.py; BatchNorm's, MVN's and Softmax's sums and dots in
 OpenBLAS's gemv and sdot orders, the losses' and Reduction's caffe_cpu_dot and caffe_cpu_asum,
-kernels/caffe_gemv.py; Power's powf)."""
+Bias's and Scale's gemvs and dots, kernels/caffe_gemv.py; Power's powf)."""
 import platform
 
 import pytest
@@ -18,7 +18,8 @@ pytestmark = [
 
 BIT_EXACT = ["tanh", "sigmoid", "exp", "log", "elu", "bnll", "swish", "lstmunit", "lstm", "rnn",
              "sigmoidce", "infogain", "multinomial", "pool", "batchnorm", "mvn", "softmax",
-             "softmaxloss", "reduction", "hinge", "euclidean", "contrastive", "power"]
+             "softmaxloss", "reduction", "hinge", "euclidean", "contrastive", "power", "bias",
+             "scale"]
 
 
 @pytest.mark.parametrize("family", BIT_EXACT)

@@ -43,6 +43,59 @@ def _lanes(block, width):
     return (lanes[:, 0] + lanes[:, 1]) + (lanes[:, 2] + lanes[:, 3])
 
 
+SHORT_MAX_ROWS = 16384   # rows of 2 to 8 values take SKYLAKEX's own kernels up to this many
+
+
+def short_rows(rows, alpha, y):
+    """y plus alpha times each row's sum of rows (R, 2 to 8 values) as OpenBLAS's SKYLAKEX
+    kernels for that length add it (sgemv_kernel_t_2 .. _8), which take the rows in blocks of
+    16, 8, 4, 2 and 1 with expressions of their own: p_j = a_j * alpha rounded, or alpha
+    applied to the row's sum (fused or not), the sum in order, in pairs or halves, added to y
+    after it or, for 6 and 7 values in the last three rows, each p_j onto y in turn."""
+    dt = rows.dtype.type
+    r, n = rows.shape
+    a = [rows[:, j] for j in range(n)]
+    p = [v * alpha for v in a]
+    i = numpy.arange(r)
+    block = numpy.select([i < r & ~15, i < r & ~7, i < r & ~3, i < r & ~1], [0, 1, 2, 3], 4)
+
+    def total(values):
+        out = values[0]
+        for v in values[1:]:
+            out = out + v
+        return out
+    if n == 2:
+        first = y + fused(alpha, a[1], p[0])
+        return numpy.where(block == 0, first, y + (p[1] + p[0]))
+    if n == 3:
+        first = y + fused(alpha, a[2], fused(alpha, a[1], p[0]))
+        fours = y + fused(alpha, a[2], fused(alpha, a[0], p[1]))
+        return numpy.where(block <= 1, first, numpy.where(
+            block == 2, fours, fused(alpha, (a[0] + a[1]) + a[2], y)))
+    if n == 4:
+        return numpy.where(block <= 2, ((p[0] + p[1]) + (p[2] + p[3])) + y, numpy.where(
+            block == 3, fused(alpha, (a[0] + a[1]) + (a[2] + a[3]), y),
+            fused(alpha, total(a), y)))
+    if n == 8:
+        def pair(j, k):
+            return p[j] + p[k]
+        return numpy.where(
+            block <= 2, ((pair(0, 1) + pair(2, 3)) + (pair(4, 5) + pair(6, 7))) + y,
+            numpy.where(block == 3, y + ((pair(0, 1) + pair(4, 5)) + (pair(2, 3) + pair(6, 7))),
+                        y + (((pair(0, 4) + pair(1, 5)) + pair(2, 6)) + pair(3, 7))))
+    chained = fused(total(a), alpha, y)
+    if n == 5:
+        return numpy.where(block <= 2, chained, y + total(p))
+    if n == 6:
+        halves = (a[0] + (a[1] + a[2])) * alpha + (a[3] + (a[4] + a[5])) * alpha
+    else:
+        halves = ((a[0] + a[1]) + (a[4] + a[5])) * alpha + ((a[2] + a[3]) + a[6]) * alpha
+    one_by_one = y
+    for v in p:
+        one_by_one = one_by_one + v
+    return numpy.where(block <= 1, chained, numpy.where(block == 2, halves + y, one_by_one))
+
+
 def row_totals(rows, alpha, start=None):
     """alpha times each row's sum of rows (R, n), in the first gemv's order: the leading
     multiple of four rows by the four-row kernel (eight lanes; its sum times alpha added), a
@@ -56,6 +109,8 @@ def row_totals(rows, alpha, start=None):
     wide = r - r % 4
     body = n - n % 4
     y = numpy.zeros(r, rows.dtype) if start is None else start.astype(rows.dtype, copy=True)
+    if 2 <= n <= 8 and r <= SHORT_MAX_ROWS:
+        return short_rows(rows, alpha, y)
     for s0 in range(0, body, BLOCK):
         block = rows[:, s0:min(body, s0 + BLOCK)]
         if wide:

@@ -51,14 +51,74 @@ def _fma(a, b, c, box):
     return box[0]
 
 
-def row_kernel(row, rows):
-    """Which sgemv_t kernel takes row ``row`` of a gemv's matrix of ``rows`` rows: 1, the
-    four-row kernel (the leading multiple of four rows); 0, the two-row SSE kernel (a pair of the
-    last rows); 2, the one-row kernel (an odd last row), which keeps eight lanes."""
+def row_kernel(row, rows, n=9):
+    """Which sgemv_t kernel takes row ``row`` of a gemv's matrix of ``rows`` rows of n values:
+    1, the four-row kernel (the leading multiple of four rows); 0, the two-row SSE kernel (a
+    pair of the last rows); 2, the one-row kernel (an odd last row), which keeps eight lanes.
+    Rows of 2 to 8 values on at most 16384 rows take SKYLAKEX's kernels for that length: 10 +
+    the row's block (0: of 16 rows, 1: of 8, 2: of 4, 3: a pair, 4: the last; ``_short_row``)."""
+    if 2 <= n <= 8 and rows <= 16384:
+        if row < rows & ~15:
+            return 10
+        if row < rows & ~7:
+            return 11
+        if row < rows & ~3:
+            return 12
+        return 13 if row < rows & ~1 else 14
     wide = rows - rows % 4
     if row < wide:
         return 1
     return 2 if (rows - wide) & 1 and row == rows - 1 else 0
+
+
+def _short_row(a, alpha, block, y, box):
+    """y plus row a's (2 to 8 values) gemv sum times alpha as OpenBLAS's SKYLAKEX kernel for its
+    length computes it in the row's ``block`` (caffe_gemv.short_rows' expressions; the vector
+    of ones makes every a * x exact, alpha's products round)."""
+    n = a.shape[0]
+    if n == 2:
+        if block == 0:
+            return y + _fma(alpha, a[1], a[0] * alpha, box)
+        return y + (a[1] * alpha + a[0] * alpha)
+    if n == 3:
+        if block <= 1:
+            return y + _fma(alpha, a[2], _fma(alpha, a[1], a[0] * alpha, box), box)
+        if block == 2:
+            return y + _fma(a[2], alpha, _fma(a[0], alpha, a[1] * alpha, box), box)
+        return _fma(alpha, (a[0] + a[1]) + a[2], y, box)
+    if n == 4:
+        if block <= 2:
+            return ((a[0] * alpha + a[1] * alpha) + (a[2] * alpha + a[3] * alpha)) + y
+        if block == 3:
+            return _fma(alpha, (a[0] + a[1]) + (a[2] + a[3]), y, box)
+        return _fma(alpha, ((a[0] + a[1]) + a[2]) + a[3], y, box)
+    if n == 8:
+        p0, p1, p2, p3 = a[0] * alpha, a[1] * alpha, a[2] * alpha, a[3] * alpha
+        p4, p5, p6, p7 = a[4] * alpha, a[5] * alpha, a[6] * alpha, a[7] * alpha
+        if block <= 2:
+            return (((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7))) + y
+        if block == 3:
+            return y + (((p0 + p1) + (p4 + p5)) + ((p2 + p3) + (p6 + p7)))
+        return y + ((((p0 + p4) + (p1 + p5)) + (p2 + p6)) + (p3 + p7))
+    if (n == 5 and block <= 2) or (n > 5 and block <= 1):
+        total = a[0] + a[1]
+        for j in range(2, n):
+            total += a[j]
+        return _fma(total, alpha, y, box)
+    if n == 5:
+        total = a[0] * alpha + a[1] * alpha
+        for j in range(2, n):
+            total += a[j] * alpha
+        return y + total
+    if block == 2:
+        if n == 6:
+            h0, h1 = a[0] + (a[1] + a[2]), a[3] + (a[4] + a[5])
+        else:
+            h0, h1 = (a[0] + a[1]) + (a[4] + a[5]), (a[2] + a[3]) + a[6]
+        return (h0 * alpha + h1 * alpha) + y
+    for j in range(n):
+        y += a[j] * alpha
+    return y
 
 
 def _gemv_row(a, alpha, kind, start, zero, box):
@@ -68,7 +128,9 @@ def _gemv_row(a, alpha, kind, start, zero, box):
     kernels, ``kind`` 1 and 2; four, ``_lanes4``, for the two-row one, 0), each block's sum
     times alpha added to y (the four-row kernel's multiply and add, the others' fused
     multiply-add), then the last n % 4 values times alpha by the C compiler's fused
-    multiply-adds."""
+    multiply-adds; short rows (``kind`` 10 and up) by ``_short_row``."""
+    if kind >= 10:
+        return _short_row(a, alpha, kind - 10, start, box)
     n = a.shape[0]
     body = n - n % 4
     y = start
@@ -214,7 +276,8 @@ def four_totals(rows, count, g0, step, matrix_rows, alpha, zero, out, o0, box, a
     n = rows.shape[1]
     body = n - n % 4
     wide_rows = matrix_rows - matrix_rows % 4
-    if count == 4 and g0 + 3 * step < wide_rows and body <= 4096:
+    if (count == 4 and g0 + 3 * step < wide_rows and body <= 4096
+            and row_kernel(g0, matrix_rows, n) == 1):
         sums = _lanes8_four(rows[0], rows[1], rows[2], rows[3], body, zero)
         for k in range(4):
             y = out[o0 + k] if add else zero
@@ -222,7 +285,7 @@ def four_totals(rows, count, g0, step, matrix_rows, alpha, zero, out, o0, box, a
             out[o0 + k] = _tail(rows[k], body, alpha, y, box)
         return
     for k in range(count):
-        out[o0 + k] = _gemv_row(rows[k], alpha, row_kernel(g0 + k * step, matrix_rows),
+        out[o0 + k] = _gemv_row(rows[k], alpha, row_kernel(g0 + k * step, matrix_rows, n),
                                 out[o0 + k] if add else zero, zero, box)
 
 
@@ -425,7 +488,7 @@ def scale_row_sums(g, x, o, c, outer, dim, bias_y, prod, t, ones, lanes, zero, o
     itself for one value a row, its sdot with ones where the whole blob is one row, else its
     gemv row total over the (outer * dim, inner) matrix. prod: scratch of the row's length."""
     n = g.shape[0]
-    bias_y = _gemv_row(g, one, row_kernel(c, dim), bias_y, zero, box)
+    bias_y = _gemv_row(g, one, row_kernel(c, dim, n), bias_y, zero, box)
     for i in range(n):
         prod[i] = g[i] * x[i]
     if n == 1:
@@ -433,7 +496,7 @@ def scale_row_sums(g, x, o, c, outer, dim, bias_y, prod, t, ones, lanes, zero, o
     elif outer * dim == 1:
         t[o] = _dot(prod, ones[:n], lanes)
     else:
-        t[o] = _gemv_row(prod, one, row_kernel(o * dim + c, outer * dim), zero, zero, box)
+        t[o] = _gemv_row(prod, one, row_kernel(o * dim + c, outer * dim, n), zero, zero, box)
     return bias_y
 
 
@@ -455,18 +518,31 @@ def scale_store(t, c, outer, dim, inner, learned, diff, ones, lanes, zero):
 
 # ---- the same gemv per image, its parts summed apart and added in image order ----------------
 def row_part_count(n):
-    """How many sums one row of n values adds into y in Caffe's gemv (alpha 1): a block sum
-    per 4096 values of its leading multiple of four, and the tail's expression."""
+    """How many sums one row of n values adds into y in Caffe's gemv (alpha 1), at most: a
+    block sum per 4096 values of its leading multiple of four, and the tail's expression; a
+    short row's values one by one (``_short_row``'s last blocks for 6 and 7 values)."""
     body = n - n % 4
-    return -(-body // 4096) + (1 if n > body else 0)
+    return max(-(-body // 4096) + (1 if n > body else 0), n if n <= 8 else 0)
 
 
 def row_parts(a, kind, zero, parts, box):
-    """The sums ``_gemv_row`` (alpha 1) adds into y for row a, in order, into parts: each
-    block's lanes (``row_kernel``'s ``kind``), then the tail's expression. With alpha 1 each
-    addition is y plus the part, one rounding, so adding the parts to y in order later is the
-    gemv's own arithmetic (images summed apart in parallel, added in image order)."""
+    """The sums ``_gemv_row`` (alpha 1) adds into y for row a, in order, into parts (the rest
+    -0.0, which adds nothing to any y): each block's lanes (``row_kernel``'s ``kind``), then
+    the tail's expression; a short row's sum, or its values where its kernel adds them to y one
+    by one. With alpha 1 each addition is y plus the part, one rounding, so adding the parts to
+    y in order later is the gemv's own arithmetic (images summed apart in parallel, added in
+    image order)."""
     n = a.shape[0]
+    for k in range(parts.shape[0]):
+        parts[k] = -zero
+    if kind >= 10:
+        if n in (6, 7) and kind >= 13:
+            for k in range(n):
+                parts[k] = a[k]
+        else:
+            box[0] = 1.0   # one in the data's type (zero + 1 would widen float32)
+            parts[0] = _short_row(a, box[0], kind - 10, -zero, box)
+        return
     body = n - n % 4
     k = 0
     for s0 in range(0, body, 4096):
@@ -483,7 +559,7 @@ def matrix_row_parts(rows, zero, parts, box):
     body = n - n % 4
     wide = m - m % 4
     c = 0
-    if body and body <= 4096:
+    if body and body <= 4096 and row_kernel(0, m, n) == 1:
         while c < wide:
             sums = _lanes8_four(rows[c], rows[c + 1], rows[c + 2], rows[c + 3], body, zero)
             for k in range(4):
@@ -492,7 +568,7 @@ def matrix_row_parts(rows, zero, parts, box):
                     _tail_part(rows[c + k], body, parts[c + k], 1, box)
             c += 4
     for r in range(c, m):
-        row_parts(rows[r], row_kernel(r, m), zero, parts[r], box)
+        row_parts(rows[r], row_kernel(r, m, n), zero, parts[r], box)
 
 
 def _tail_part(a, body, parts, k, box):
