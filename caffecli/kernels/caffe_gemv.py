@@ -51,8 +51,8 @@ def short_rows(rows, alpha, y):
     kernels for that length add it (sgemv_kernel_t_2 .. _8), which take the rows in blocks of
     16, 8, 4, 2 and 1 with expressions of their own: p_j = a_j * alpha rounded, or alpha
     applied to the row's sum (fused or not), the sum in order, in pairs or halves, added to y
-    after it or, for 6 and 7 values in the last three rows, each p_j onto y in turn."""
-    dt = rows.dtype.type
+    after it or, for 6 and 7 values in the rows past the last multiple of four, each p_j onto
+    y in turn."""
     r, n = rows.shape
     a = [rows[:, j] for j in range(n)]
     p = [v * alpha for v in a]
