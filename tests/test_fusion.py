@@ -41,6 +41,8 @@ HEAD = ('layer { name: "data" type: "Input" top: "data" input_param { shape { di
         'dim: 5 dim: 6 } } }')
 TAIL = ('layer { name: "loss" type: "Reduction" bottom: "%s" top: "loss" loss_weight: 1 '
         'reduction_param { operation: SUMSQ } }')
+
+
 # a chain of three (slope 0.25), then one of two (no bias), as ResNet's branches
 def resnet_like(slope=0.25):
     return [HEAD, conv("c1", "data", "a"), norm("bn1", "a"), scale("sc1", "a"),

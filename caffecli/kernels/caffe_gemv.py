@@ -10,8 +10,8 @@ eight at a time), adds lane k and k + 4, then pairwise; the SSE kernel for a pai
 rows keeps four lanes, then pairwise, and the kernel for an odd last row eight lanes, as the
 four-row one; blocks of 4096 values each add their sum times alpha to the total, and the last
 n % 4 values come times alpha through the C compiler's fused multiply-adds. SKYLAKEX builds
-send rows of 2 to 8 values (on at most 16384 rows) to kernels of their own, not followed here
-(one golden Scale case has rows of 5). The second gemv (sgemv_n) adds the items' totals:
+send rows of 2 to 8 values (on at most 16384 rows) to kernels of their own (``short_rows``).
+The second gemv (sgemv_n) adds the items' totals:
 SKYLAKEX builds send up to 48 items (but 4) on at most 16384 channels to a kernel of their own,
 which sums in order; the generic path's scalar loops take the last channels % 4 channels
 (pairs or fours of items where they are all), its vector kernels groups of 8, 4, 2 and 1 items
@@ -100,9 +100,9 @@ def row_totals(rows, alpha, start=None):
     """alpha times each row's sum of rows (R, n), in the first gemv's order: the leading
     multiple of four rows by the four-row kernel (eight lanes; its sum times alpha added), a
     pair of the last rows by the two-row SSE kernel (four lanes), an odd last row by the one-row
-    kernel (eight lanes; both fused multiply-adds into y). With
-    ``start`` (R,): that gemv with beta 1, each block's and the tail's sum added to start's
-    values as they come (the gemv adds into y itself)."""
+    kernel (eight lanes; both fused multiply-adds into y); rows of 2 to 8 values by
+    ``short_rows``. With ``start`` (R,): that gemv with beta 1, each block's and the tail's sum
+    added to start's values as they come (the gemv adds into y itself)."""
     r, n = rows.shape
     dt = rows.dtype.type
     alpha = dt(alpha)

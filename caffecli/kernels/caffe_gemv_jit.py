@@ -566,6 +566,8 @@ def matrix_row_parts(rows, zero, parts, box):
                 parts[c + k, 0] = sums[k]
                 if n > body:
                     _tail_part(rows[c + k], body, parts[c + k], 1, box)
+                for j in range(2 if n > body else 1, parts.shape[1]):
+                    parts[c + k, j] = -zero
             c += 4
     for r in range(c, m):
         row_parts(rows[r], row_kernel(r, m, n), zero, parts[r], box)

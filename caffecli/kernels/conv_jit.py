@@ -23,6 +23,7 @@ from .im2col_jit import _col2im, _col2im_phased, _window_rows
 from .jit import prange
 from .threads import for_native
 
+
 def _columns(x, i, sh, sw, dh, dw, ph, pw, col):
     """col (C, kh, kw, 1, oh, ow) = the windows of image i of x (N, C, H, W)."""
     _window_rows(x[i:i + 1], sh, sw, dh, dw, ph, pw, 0, x.shape[1], 0, 1, col)

@@ -252,6 +252,7 @@ class ColumnMaker:
         return self._images_second(a)[(slice(None),) * 2 + tuple(
             slice(0, g * s, s) for g, s in zip(self.grid_shape, self.stride))]
 
+
 class BaseConvolutionLayer(Layer):
     """Shared set-up of Convolution and Deconvolution (parameters, shapes, checks)."""
 
