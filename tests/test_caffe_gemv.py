@@ -105,24 +105,32 @@ def test_the_paired_columns_are_not_the_running_sum():
     assert caffe_gemv.item_totals(t, numpy.array([1e8], F))[0] == F(F(1e8) + F(3))
 
 
+VERIFIED_OPENBLAS = ("0.3.30",)   # versions whose kernels these orders were read from
+
+
 def _skylakex_openblas():
-    """Whether every OpenBLAS this process loaded runs SKYLAKEX kernels (its get_corename)."""
+    """Whether the OpenBLAS scipy's BLAS wrappers call runs SKYLAKEX kernels and is a version
+    whose kernels were checked against the golden cases (``VERIFIED_OPENBLAS``: older ones have
+    other gemv kernels, newer ones may)."""
     blas_threads.available()
-    libs = blas_threads._loaded()
-    names = []
-    for lib in libs:
-        for name in ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
-                     "openblas_get_corename"):
-            if hasattr(lib, name):
-                getattr(lib, name).restype = ctypes.c_char_p
-                names.append(getattr(lib, name)().decode().lower())
-                break
-    return bool(names) and all(n == "skylakex" for n in names)
+    for lib in blas_threads._loaded():
+        if hasattr(lib, "scipy_openblas_get_corename") and hasattr(lib,
+                                                                   "scipy_openblas_get_config"):
+            lib.scipy_openblas_get_corename.restype = ctypes.c_char_p
+            lib.scipy_openblas_get_config.restype = ctypes.c_char_p
+            core = lib.scipy_openblas_get_corename().decode().lower()
+            version = lib.scipy_openblas_get_config().decode().split()[1]
+            return core == "skylakex" and version in VERIFIED_OPENBLAS
+    return False
 
 
-@pytest.mark.skipif(not blas_threads.available() or not _skylakex_openblas(),
-                    reason="the host's OpenBLAS does not run SKYLAKEX kernels (or cannot be "
-                           "held to one thread)")
+host_openblas = pytest.mark.skipif(
+    not blas_threads.available() or not _skylakex_openblas(),
+    reason="scipy's OpenBLAS is not a verified version (%s) running SKYLAKEX kernels, or cannot "
+           "be held to one thread" % ", ".join(VERIFIED_OPENBLAS))
+
+
+@host_openblas
 @pytest.mark.parametrize("beta", [0.0, 1.0])
 def test_item_totals_are_the_hosts_openblas_sgemv(beta):
     """caffe_gemv.item_totals equals scipy's own sgemv (Caffe's gemv(CblasTrans) with a vector
@@ -184,9 +192,7 @@ def test_asum_follows_the_generic_kernel():
         assert caffe_gemv.asum(x) == spec_asum(x), n
 
 
-@pytest.mark.skipif(not blas_threads.available() or not _skylakex_openblas(),
-                    reason="the host's OpenBLAS does not run SKYLAKEX kernels (or cannot be "
-                           "held to one thread)")
+@host_openblas
 def test_dot_is_the_hosts_openblas():
     """caffe_gemv.dot equals scipy's own sdot on one thread."""
     from scipy.linalg import blas
@@ -211,9 +217,7 @@ def test_blob_sums_are_caffes_blas_calls():
     assert blob.asum_data() == float(caffe_gemv.asum(data))
 
 
-@pytest.mark.skipif(not blas_threads.available() or not _skylakex_openblas(),
-                    reason="the host's OpenBLAS does not run SKYLAKEX kernels (or cannot be "
-                           "held to one thread)")
+@host_openblas
 def test_row_totals_are_the_hosts_openblas_sgemv():
     """caffe_gemv.row_totals (beta 0 and 1, alpha 1 and not) equals scipy's own sgemv (Caffe's
     gemv(CblasNoTrans) with a vector of ones) on one thread: every row kernel (four, two, one
