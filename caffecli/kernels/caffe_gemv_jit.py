@@ -549,7 +549,7 @@ def row_parts(a, kind, zero, parts, box):
         s1 = min(body, s0 + 4096)
         parts[k] = _lanes4(a, s0, s1, zero) if kind == 0 else _lanes8(a, s0, s1, zero)
         k += 1
-    _tail_part(a, body, parts, k, box)
+    _tail_part(a, body, zero, parts, k, box)
 
 
 def matrix_row_parts(rows, zero, parts, box):
@@ -565,7 +565,7 @@ def matrix_row_parts(rows, zero, parts, box):
             for k in range(4):
                 parts[c + k, 0] = sums[k]
                 if n > body:
-                    _tail_part(rows[c + k], body, parts[c + k], 1, box)
+                    _tail_part(rows[c + k], body, zero, parts[c + k], 1, box)
                 for j in range(2 if n > body else 1, parts.shape[1]):
                     parts[c + k, j] = -zero
             c += 4
@@ -573,15 +573,12 @@ def matrix_row_parts(rows, zero, parts, box):
         row_parts(rows[r], row_kernel(r, m, n), zero, parts[r], box)
 
 
-def _tail_part(a, body, parts, k, box):
-    """parts[k] = the tail expression of row a's last n % 4 values (alpha 1)."""
-    n = a.shape[0]
-    if n - body == 1:
-        parts[k] = a[body]
-    elif n - body == 2:
-        parts[k] = _fma(a[body], 1.0, a[body + 1], box)
-    elif n - body == 3:
-        parts[k] = _fma(a[body + 2], 1.0, _fma(a[body], 1.0, a[body + 1], box), box)
+def _tail_part(a, body, zero, parts, k, box):
+    """parts[k] = the tail expression of row a's last n % 4 values (alpha 1): ``_tail`` added
+    to -0.0, which leaves it as it is."""
+    if a.shape[0] > body:
+        box[0] = 1.0   # one in the data's type (zero + 1 would widen float32)
+        parts[k] = _tail(a, body, box[0], -zero, box)
 
 
 def add_parts(parts, out):
