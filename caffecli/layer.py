@@ -52,6 +52,12 @@ class BlobVec(list):
         self.append(Blob(tuple(int(d) for d in shape), dtype=dtype))
 
 
+def _shapes(bottom, top):
+    """The blob views a reshape saw and their shapes (views are kept per blob, so the same
+    view is the same blob)."""
+    return tuple((v, v.shape) for v in bottom) + (None,) + tuple((v, v.shape) for v in top)
+
+
 class Layer:
     """Base of all layers (pycaffe's ``caffe.Layer``): Net calls SetUp once, then Forward and
     Backward every iteration."""
@@ -76,6 +82,10 @@ class Layer:
     # set by the net: a later layer writes in place into storage a bottom shares, so the
     # bottom's data at backward time is not what the forward pass read
     bottom_rewritten = False
+    # the reshape hook's work follows from the bottoms' and tops' shapes alone (and the
+    # layer's parameters): a Reshape that finds the blobs and shapes its last one left skips
+    # it and calls ``reshape_again`` (Forward reshapes every pass, as Caffe's does)
+    reshape_by_shapes = False
 
     def tops_alias_bottom(self, bottom_count, top_count):
         """Whether the tops share the bottom's data storage (Split, Reshape, Flatten, a Concat
@@ -235,13 +245,28 @@ class Layer:
             ([x.at(side) for x in bottom], [x.at(side) for x in top])
         self._guarded(self.setup, b, t)
         self.weights = [x.at(side) for x in self._blobs]
-        self._guarded(self.reshape, *self._forward_views(side, bottom, top))
+        self._reshape_hook(*self._forward_views(side, bottom, top))
         self.set_loss_weights(top)
         while len(self.param_propagate_down) < len(self._blobs):
             self.param_propagate_down.append(True)
 
+    def reshape_again(self):
+        """Called in place of ``reshape`` where ``reshape_by_shapes`` skipped it: what must
+        still happen at every Reshape (a layer's caches of the last forward dropped)."""
+
+    def _reshape_hook(self, b, t):
+        """The reshape hook, or ``reshape_again`` where ``reshape_by_shapes`` lets it skip."""
+        if not self.reshape_by_shapes:
+            self._guarded(self.reshape, b, t)
+        elif _shapes(b, t) == self.__dict__.get("_reshaped"):
+            self.reshape_again()
+        else:
+            self._reshaped = None
+            self._guarded(self.reshape, b, t)
+            self._reshaped = _shapes(b, t)
+
     def _reshape(self, side, b, t):
-        self._guarded(self.reshape, b, t)
+        self._reshape_hook(b, t)
         engine = self.device_engine() if side == GPU else None
         if engine is not None:
             try:

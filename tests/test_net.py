@@ -390,3 +390,62 @@ def test_a_solver_clears_lazily_only_what_its_layers_write_whole():
             if ids.get(id(getattr(blob, "blob", blob))) in net._lazy_clear_ids():
                 lazy.add("%s/%d" % (name, j))
     assert lazy == {"a/0", "f/0"}
+
+
+SKIP_NET = """
+layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
+        convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "gaussian" } } }
+layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool"
+        pooling_param { pool: MAX kernel_size: 2 stride: 2 } }
+layer { name: "ip" type: "InnerProduct" bottom: "pool" top: "ip"
+        inner_product_param { num_output: 5 weight_filler { type: "gaussian" } } }
+"""
+
+
+def test_a_reshape_that_finds_the_last_shapes_skips_the_hook_but_not_a_new_shape(monkeypatch):
+    """Layers whose reshape follows from shapes alone skip it when the bottoms and tops have
+    the shapes the last one left, and reshape again when a bottom or a top changed."""
+    net = net_from(SKIP_NET)
+    layers = {rec.layer.name: rec.layer for rec in net.records}
+    calls = []
+    for name in ("conv", "pool", "ip"):
+        layer = layers[name]
+        hook = type(layer).reshape
+        monkeypatch.setattr(layer, "reshape", lambda b, t, h=hook, l=layer: (
+            calls.append(l.name), h(l, b, t))[1], raising=False)
+    net.forward_pass()
+    assert calls == []                        # the set-up's shapes: nothing to do again
+    net.input_blobs[0].reshape((3, 3, 8, 8))
+    net.forward_pass()
+    assert calls == ["conv", "pool", "ip"]
+    assert net.blob_by_name("pool").shape == (3, 4, 3, 3)
+    assert net.blob_by_name("ip").shape == (3, 5)
+    del calls[:]
+    net.forward_pass()
+    assert calls == []
+    net.blob_by_name("pool").reshape((1, 1))   # a top changed behind the layer's back
+    net.forward_pass()
+    assert calls == ["pool"] and net.blob_by_name("pool").shape == (3, 4, 3, 3)
+
+
+def test_a_skipped_reshape_still_drops_the_forward_columns_of_a_convolution():
+    """Reshape between forward and backward: the weight gradient is computed from the bottom
+    as it is then (the columns cached by the forward are dropped), skipped hook or not."""
+    net = net_from(SKIP_NET)
+    x = net.input_blobs[0]
+    x.data[...] = numpy.random.RandomState(0).rand(*x.shape)
+    net.forward_pass()
+    conv = next(rec for rec in net.records if rec.layer.name == "conv")
+    x.data[...] = numpy.random.RandomState(1).rand(*x.shape)
+    net.reshape()
+    assert not conv.layer._cached
+    conv.tops[0].diff[...] = 1
+    conv.layer.Backward(conv.tops, [False], conv.bottoms)
+    want = numpy.zeros_like(conv.layer.blobs[0].diff)
+    for o in range(4):
+        for c in range(3):
+            for i in range(3):
+                for j in range(3):
+                    want[o, c, i, j] = x.data[:, c, i:i + 6, j:j + 6].sum()
+    numpy.testing.assert_allclose(conv.layer.blobs[0].diff, want, rtol=1e-5)

@@ -309,6 +309,11 @@ class BaseConvolutionLayer(Layer):
     def compute_output_shape(self, in_shape):
         raise NotImplementedError
 
+    reshape_by_shapes = True
+
+    def reshape_again(self):
+        self._cached = self._tiles_cached = False   # a Reshape between forward and backward
+
     def reshape(self, bottom, top):
         first = self.channel_axis + 1
         b0 = bottom[0]

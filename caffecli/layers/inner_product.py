@@ -42,6 +42,8 @@ class InnerProductLayer(Layer):
             self.blobs.append(fill(Blob((self.num_output,), dtype), p.bias_filler))
         self.param_propagate_down = [True] * len(self.blobs)
 
+    reshape_by_shapes = True
+
     def reshape(self, bottom, top):
         p = self.layer_param.inner_product_param
         axis = bottom[0].canonical_axis_index(p.axis)

@@ -74,6 +74,8 @@ class PoolingLayer(Layer):
         hw = bottom[0].shape[2:4] if bottom[0].num_axes == 4 else (1, 1)
         self.kernel, self.stride, self.pad = pooling_params(self, p, hw)
 
+    reshape_by_shapes = True
+
     def reshape(self, bottom, top):
         b = bottom[0]
         if b.num_axes != 4:
