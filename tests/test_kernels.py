@@ -62,6 +62,24 @@ def test_gemm_accumulates_without_a_product_sized_temporary():
     numpy.testing.assert_allclose(out, a @ b, rtol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_an_outer_product_goes_to_blas_not_to_numpys_own_loop(monkeypatch, dtype):
+    """An inner dimension of 1 (an inner product's weight gradient at batch 1, written after
+    a solver's clear) is each value's one product; numpy's matmul runs it without BLAS."""
+    from caffecli.kernels import gemm as gemm_mod
+    real = numpy.matmul
+    inner = []
+    monkeypatch.setattr(gemm_mod.numpy, "matmul", lambda a, b, **kw: (
+        inner.append(a.shape[-1]), real(a, b, **kw))[1])
+    dy, x = numpy.asarray(R.randn(1, 50), dtype), numpy.asarray(R.randn(1, 80), dtype)
+    out = numpy.full((50, 80), 7, dtype)
+    gemm(numpy, dy.T, x, out)
+    assert 1 not in inner
+    numpy.testing.assert_array_equal(out, dy.T * x)
+    gemm(numpy, numpy.asarray(R.randn(50, 2), dtype), numpy.asarray(R.randn(2, 80), dtype), out)
+    assert gemm_mod.NUMPY_BLAS_QUIET == (2 in inner)   # other products: numpy's BLAS
+
+
 def test_gemm_stack_runs_each_group():
     a, b = R.randn(3, 2, 4), R.randn(3, 4, 5)
     out = numpy.zeros((3, 2, 5))
