@@ -393,7 +393,8 @@ def test_a_solver_clears_lazily_only_what_its_layers_write_whole():
 
 
 SKIP_NET = """
-layer { name: "data" type: "Input" top: "data" input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
+layer { name: "data" type: "Input" top: "data"
+        input_param { shape { dim: 2 dim: 3 dim: 8 dim: 8 } } }
 layer { name: "conv" type: "Convolution" bottom: "data" top: "conv"
         convolution_param { num_output: 4 kernel_size: 3 weight_filler { type: "gaussian" } } }
 layer { name: "pool" type: "Pooling" bottom: "conv" top: "pool"
