@@ -34,6 +34,10 @@ def _forward(x, i, k0, k1, m, s, zero, y):
         for k in range(n):
             v = row[k]
             m[k] = v if m[k] < v else m[k]
+    inner = x.shape[2]
+    # OpenBLAS's generic path sums the channels in its own order afterwards
+    # (caffe_gemv.generic_path); its small kernel's order is the running sum
+    generic = c == 4 or c > 48 or inner > 16384
     for k in range(n):
         s[k] = 0
     for j in range(c):
@@ -41,9 +45,9 @@ def _forward(x, i, k0, k1, m, s, zero, y):
         for k in range(n):
             e = math.exp(row[k] - m[k])
             out[k] = e
-            s[k] += e
-    inner = x.shape[2]
-    if c == 4 or c > 48 or inner > 16384:   # OpenBLAS's generic path: caffe_gemv.generic_path
+            if not generic:
+                s[k] += e
+    if generic:
         for k in range(n):
             s[k] = gemv_items(y[i, :, k0 + k], k0 + k, inner, zero, zero)
     for j in range(c):
