@@ -80,20 +80,21 @@ def test_an_outer_product_goes_to_blas_not_to_numpys_own_loop(monkeypatch, dtype
     assert gemm_mod.NUMPY_BLAS_QUIET == (2 in inner)   # other products: numpy's BLAS
 
 
-@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
-@pytest.mark.parametrize("order", ["C", "F"])
-def test_an_outer_product_written_fresh_is_blas_bits_in_one_pass(monkeypatch, dtype, order):
-    """kernels/outer_jit writes a fresh outer product (BLAS would zero the output first) with
-    BLAS's bits, +0.0 where the product is -0.0, split across the threads; an accumulated one
-    stays with BLAS."""
+@pytest.mark.parametrize("inner", [1, 3, 10])
+def test_a_short_inner_product_written_fresh_is_blas_bits_in_one_pass(monkeypatch, inner):
+    """kernels/outer_jit writes a fresh float32 product with a short inner dimension (BLAS
+    would zero the output first: a weight gradient at a small batch) with OpenBLAS's bits, +0.0
+    for a zero sum, split across the threads; an accumulated one, one into a Fortran-ordered
+    output or a float64 one stays with BLAS."""
+    dtype = numpy.float32
     from scipy.linalg import blas
     from caffecli.kernels import gemm as gemm_mod, outer_jit
     if not jit.usable(numpy.zeros(1)):
         pytest.skip("compiled kernels not installed (numba)")
-    column = numpy.asarray(R.randn(300, 1), dtype)
-    row = numpy.asarray(R.randn(1, 400), dtype)
-    column[::7], row[:, ::5] = 0.0, -0.0
-    row[:, 1::5] *= 1e-30   # products that round to zero, of either sign
+    dy = numpy.asarray(R.randn(inner, 300), dtype)
+    x = numpy.asarray(R.randn(inner, 700), dtype)   # more columns than a chunk
+    dy[:, ::7], x[:, ::5] = 0.0, -0.0
+    x[:, 1::5] *= 1e-30   # products that round to zero, of either sign
     ran = []
     real_product = outer_jit.product
     monkeypatch.setattr(outer_jit, "product", lambda *a: ran.append(1) or real_product(*a))
@@ -101,17 +102,20 @@ def test_an_outer_product_written_fresh_is_blas_bits_in_one_pass(monkeypatch, dt
     real_native = outer_jit.for_native
     monkeypatch.setattr(outer_jit, "for_native", lambda driver, n, size, *a: parts.append(
         threads_mod._parts(n, size, None, pooled=False)) or real_native(driver, n, size, *a))
-    out = numpy.full((300, 400), 7, dtype, order=order)
-    gemm(numpy, column, row, out)
-    expected = (blas.dgemm if dtype == numpy.float64 else blas.sgemm)(1.0, column, row, beta=0.0)
+    out = numpy.full((300, 700), 7, dtype)
+    gemm(numpy, dy.T, x, out)
+    expected = blas.sgemm(1.0, dy.T, x, beta=0.0)
     assert ran and parts == [min(threads_mod.num_threads(), out.size // (1 << 15))]
-    assert out.tobytes(order="A") == numpy.asarray(expected, order=order).tobytes(order="A")
+    assert out.tobytes() == numpy.ascontiguousarray(expected).tobytes()
     assert (out == 0).any() and not numpy.signbit(out[out == 0]).any()
     before = out.copy()
-    monkeypatch.setattr(gemm_mod, "_host_gemm", lambda a, b, o, beta: (o.__iadd__(a @ b), True)[1])
-    gemm(numpy, column, row, out, accumulate=True)
+    monkeypatch.setattr(gemm_mod, "_host_gemm", lambda a, b, o, beta: (
+        o.__iadd__(a @ b) if beta else o.__setitem__(Ellipsis, a @ b), True)[1])
+    gemm(numpy, dy.T, x, out, accumulate=True)
+    numpy.testing.assert_array_equal(out, before + dy.T @ x)
+    gemm(numpy, dy.T, x, numpy.empty((300, 700), dtype, order="F"))
+    gemm(numpy, dy.T.astype(numpy.float64), x.astype(numpy.float64), out.astype(numpy.float64))
     assert len(ran) == 1
-    numpy.testing.assert_array_equal(out, before + column @ row)
 
 
 def test_gemm_stack_runs_each_group():

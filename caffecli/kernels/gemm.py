@@ -6,14 +6,16 @@ LeNet's skinny products 1.5x as fast as scipy's (50x500 @ 500x4096: 37 vs 23 GFL
 large ones as fast or faster. Not an inner dimension of 1 (an outer product: an inner product
 layer's weight gradient at batch 1), which numpy's matmul computes in a loop of its own,
 without BLAS, 4-6x slower than scipy's sgemm (CaffeNet's fc6, 4096 x 1 by 1 x 9216: 102 ms
-against 17, 2-core Xeon); written fresh, such a product goes to kernels/outer_jit.py, which
-writes each value once where BLAS zeroes the output first. A product accumulated into a diff
-goes to scipy's sgemm/dgemm with beta 1, in place with no product-sized temporary, except where
-the diff is small and the inner dimension long (a convolution's weight gradient over a whole
-batch): there kernels/skinny_jit.py's dot products add into it where it has at most 32768
-values, else numpy's product plus an add is the faster (measured on LeNet conv2's 50x4096 @
-4096x500 before the dot products took it: 38 vs 26 GFLOP/s), the temporary is at most
-``SMALL_OUT`` values, and it is computed transposed where that makes it taller than wide.
+against 17, 2-core Xeon). Written fresh, a float32 product with an inner dimension of 1 to 12
+and a large output (a weight gradient at a small batch after a solver's clear) goes to
+kernels/outer_jit.py, which writes each value once where BLAS zeroes the output first. A
+product accumulated into a diff goes to scipy's sgemm/dgemm with beta 1, in place with no
+product-sized temporary, except where the diff is small and the inner dimension long (a
+convolution's weight gradient over a whole batch): there kernels/skinny_jit.py's dot products
+add into it where it has at most 32768 values, else numpy's product plus an add is the faster
+(measured on LeNet conv2's 50x4096 @ 4096x500 before the dot products took it: 38 vs 26
+GFLOP/s), the temporary is at most ``SMALL_OUT`` values, and it is computed transposed where
+that makes it taller than wide.
 On the device the same goes to cuBLAS through cupy's ``cupy.cublas.gemm`` (beta 0 or 1 on the
 output, C- or Fortran-ordered operands as they are), and while a CUDA graph captures to the
 same cuBLAS call through kernels/cublas_direct.py.
