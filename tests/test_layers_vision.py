@@ -369,6 +369,38 @@ def test_max_pooling_empty_window_diff_goes_before_its_plane():
     numpy.testing.assert_array_equal(bottom[0].diff, want)
 
 
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_max_pooling_spills_a_window_of_minus_inf_and_checks_nothing_otherwise(monkeypatch,
+                                                                            dtype, device_mode):
+    """A window whose inputs are all -inf has no winner (-1), found from the data: its diff
+    goes before its plane, as for a window past the image. The compiled backward reports such
+    windows, so where there are none the spill's own pass over the winners is not run."""
+    if device_mode != "cpu":
+        pytest.skip("the device spills only windows empty by geometry (no read-back)")
+    from caffecli.kernels import jit
+    from caffecli.layers import pooling as pooling_layer
+    calls = []
+    real = pooling_layer.spill_empty_windows
+    monkeypatch.setattr(pooling_layer, "spill_empty_windows",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    x = numpy.arange(2 * 2 * 16, dtype=dtype).reshape(2, 2, 4, 4)
+    layer, bottom, top = run(pool("pool: MAX kernel_size: 2 stride: 2"), x, n_tops=2)
+    top[0].diff[...] = 1
+    layer.Backward(top, [True], bottom)
+    assert calls == ([] if jit.usable(x) else [1])
+    x[1, 0, 2:, 2:] = -numpy.inf
+    layer, bottom, top = run(pool("pool: MAX kernel_size: 2 stride: 2"), x, n_tops=2)
+    assert top[1].data[1, 0, 1, 1] == -1 and (top[1].data >= 0).sum() == top[1].count - 1
+    top[0].diff[...] = numpy.arange(1.0, 17.0).reshape(2, 2, 2, 2)
+    layer.Backward(top, [True], bottom)
+    assert calls[-1:] == [1]
+    want = numpy.zeros_like(x)
+    want[..., 1::2, 1::2] = top[0].diff            # each window's last value wins
+    want[1, 0, 3, 3] = 0
+    want[0, 1, 3, 3] += top[0].diff[1, 0, 1, 1]    # the last value of the plane before
+    numpy.testing.assert_array_equal(bottom[0].diff, want)
+
+
 def test_ave_pooling_divisor_counts_padding_by_hand():
     x = numpy.ones((1, 1, 3, 3))
     _, _, top = run(pool("pool: AVE kernel_size: 3 stride: 2 pad: 1"), x)

@@ -41,9 +41,14 @@ def test_compiled_pooling_matches_the_reference(kernel, stride, pad, hw, ceil, d
     numpy.testing.assert_array_equal(top, ref_top)
     numpy.testing.assert_array_equal(arg, ref_arg)
     dx = numpy.full(x.shape, numpy.nan, dtype)       # every element is written
-    pooling_jit.max_pool_backward(dtop, arg, geo, dx)
+    # the backward tells whether a window had no winner (Caffe's spill: layers/pooling.py)
+    assert pooling_jit.max_pool_backward(dtop, arg, geo, dx) == (ref_arg < 0).any()
     numpy.testing.assert_allclose(dx, pooling.max_pool_backward(numpy, dtop, ref_arg, geo, dtype),
                                   rtol=1e-6, atol=1e-6)
+    pooling_jit.max_pool(rs.randn(*x.shape).astype(dtype), geo, top, arg)   # finite input
+    assert pooling_jit.max_pool_backward(dtop, arg, geo, dx) == (arg < 0).any()
+    arg[-1, -1, -1, -1] = -1                         # the last window of the last image
+    assert pooling_jit.max_pool_backward(dtop, arg, geo, dx)
 
     pooling_jit.ave_pool(x, geo, top)
     numpy.testing.assert_allclose(top, pooling.ave_pool(numpy, x, geo), rtol=1e-6, atol=1e-6,
@@ -82,11 +87,13 @@ def test_tiled_max_backward_is_the_scatter_bit_for_bit(side):
     arg = rs.randint(-1, side * side, size=dtop.shape).astype(numpy.int32)
     arg[0, 0, 0, :2] = 0
     dx = numpy.full((3, 2, 2 * side, 4 * side), numpy.nan, numpy.float32)
-    pooling_jit.max_pool_backward(dtop, arg, geo, dx)
+    assert pooling_jit.max_pool_backward(dtop, arg, geo, dx) == (arg < 0).any()
     scatter = pooling_jit._MAX_BACKWARD[0, 0, 0]      # the general loops, run by Python
     ref = numpy.full_like(dx, numpy.nan)
-    scatter(dtop, arg, side, side, side, 0, 0, ref)
+    empty = numpy.full(3, 7, numpy.uint8)
+    scatter(dtop, arg, side, side, side, 0, 0, ref, empty)
     assert dx.tobytes() == ref.tobytes()
+    assert list(empty) == [int((a < 0).any()) for a in arg]
     assert not numpy.signbit(dx[0, 0, 0, 0])
 
 

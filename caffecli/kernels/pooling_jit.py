@@ -173,25 +173,32 @@ def _max_backward_for(square, step=0, pad=0):
     tile the image; where they tile it exactly each input row is written once, an output's
     gradient (plus zero, as the add to zero makes -0.0 0.0) at its winner and zero elsewhere,
     in flat loops that vectorize (LeNet's pool1, one thread: 0.31 -> 0.14 ms against zeroing
-    the image and adding at each winner)."""
-    def max_backward(dtop, arg, kw, sh, sw, ph, pw, dx):
+    the image and adding at each winner). ``empty[i]`` is set to 1 where image i has a window
+    nothing won (-1), else 0: the caller's one test for Caffe's spill of such windows, where it
+    took a pass over every winner (LeNet's pass 1.4%)."""
+    def max_backward(dtop, arg, kw, sh, sw, ph, pw, dx, empty):
         if square:
             kw = square
         n, c, oh, ow = dtop.shape
         if step and oh * step == dx.shape[2] and ow * step == dx.shape[3]:
             zero = dx.dtype.type(0.0)
             for i in range(n):
+                low = 0
                 for j in range(c):
                     for y in range(oh):
                         grads, winners = dtop[i, j, y], arg[i, j, y]
+                        for q in range(ow):
+                            low = min(low, winners[q])
                         for a in range(step):
                             row = dx[i, j, y * step + a]
                             for q in range(ow):
                                 for b in range(step):   # constant trip count: unrolled
                                     row[q * step + b] = (grads[q] + zero
                                                          if winners[q] == a * step + b else zero)
+                empty[i] = low < 0
             return
         for i in range(n):
+            empty[i] = 0
             for j in range(c):
                 dx[i, j] = 0
                 for y in range(oh):
@@ -200,6 +207,8 @@ def _max_backward_for(square, step=0, pad=0):
                         if won >= 0:
                             dx[i, j, y * sh - ph + won // kw, q * sw - pw + won % kw] += \
                                 dtop[i, j, y, q]
+                        else:
+                            empty[i] = 1
     return max_backward
 
 
@@ -303,10 +312,10 @@ def _max_forward_parts(loop):
 
 
 def _max_backward_parts(loop):
-    def max_backward_parts(bounds, dtop, arg, kw, sh, sw, ph, pw, dx):
+    def max_backward_parts(bounds, dtop, arg, kw, sh, sw, ph, pw, dx, empty):
         for p in prange(bounds.size - 1):
             a, b = bounds[p], bounds[p + 1]
-            loop(dtop[a:b], arg[a:b], kw, sh, sw, ph, pw, dx[a:b])
+            loop(dtop[a:b], arg[a:b], kw, sh, sw, ph, pw, dx[a:b], empty[a:b])
     return max_backward_parts
 
 
@@ -337,9 +346,13 @@ def max_pool(x, geo, top, arg):
 
 
 def max_pool_backward(dtop, arg, geo, dx):
+    """dx = MAX pooling's gradient of dtop at the winners ``arg``; whether any window had none
+    (-1: for Caffe's spill, layers/pooling.py)."""
     kh, kw, sh, sw, ph, pw = _geometry(geo)
+    empty = numpy.empty(dx.shape[0], numpy.uint8)
     for_native(_for_window(_MAX_BACKWARD_PARTS, geo), dx.shape[0], dx.size, dtop, arg, kw, sh,
-               sw, ph, pw, dx)
+               sw, ph, pw, dx, empty)
+    return bool(empty.any())
 
 
 def ave_pool(x, geo, top):

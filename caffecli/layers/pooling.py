@@ -178,6 +178,7 @@ class PoolingLayer(Layer):
             raise self.error("STOCHASTIC pooling has no backward in TEST phase")
         dx = bottom[0].diff
         compiled = compiled_usable(dtop, dx)   # STOCHASTIC's winners are MAX's kind
+        unwon = True   # windows nothing won, for the spill below: unknown unless compiled
 
         def part(a, b):
             if pool == PP.AVE:
@@ -189,6 +190,6 @@ class PoolingLayer(Layer):
         elif pool == PP.AVE:
             pooling_jit.ave_pool_backward(dtop, self.geo, dx)
         else:
-            pooling_jit.max_pool_backward(dtop, self.arg, self.geo, dx)
-        if pool == PP.MAX and (xp is numpy or self.geo.empty_windows):
+            unwon = pooling_jit.max_pool_backward(dtop, self.arg, self.geo, dx)
+        if pool == PP.MAX and unwon and (xp is numpy or self.geo.empty_windows):
             spill_empty_windows(xp, dtop, self.arg, dx, data_dependent=xp is numpy)
