@@ -85,17 +85,22 @@ def divide(x, std, c0, c1, y=None):
     normalize(x, numpy.zeros_like(std), std, c0, c1, y)
 
 
+def _row_sums_scratch(dy):
+    """The scratch arrays scale_row_sums and scale_store take for a (outer, channels, inner)
+    gradient: a row's products, the per-item sums, ones, the gemv's lanes, one value."""
+    outer, inner = dy.shape[0], dy.shape[2]
+    return (numpy.empty(inner, dy.dtype), numpy.empty(outer, dy.dtype),
+            numpy.ones(max(inner, outer), dy.dtype), numpy.empty(64, dy.dtype),
+            numpy.empty(1, dy.dtype))
+
+
 def _scale_backward(dy, x, s, c0, c1, bias_diff, scale_diff, learned, with_bias, dx):
     """For channels c0..c1: the bias (``with_bias``) and scale gradients of dy and x in
     Caffe's order, then dx = dy * s[c] (dx may be dy: each row is read before it is
     written)."""
     outer, dim, inner = dy.shape
     one, zero = dy.dtype.type(1), dy.dtype.type(0)
-    prod = numpy.empty(inner, dy.dtype)
-    t = numpy.empty(outer, dy.dtype)
-    ones = numpy.ones(max(inner, outer), dy.dtype)
-    lanes = numpy.empty(64, dy.dtype)
-    box = numpy.empty(1, dy.dtype)
+    prod, t, ones, lanes, box = _row_sums_scratch(dy)
     for d in range(c0, c1):
         sv = s[d]
         bias_y = bias_diff[d] if with_bias else zero
@@ -146,11 +151,7 @@ def _chain_backward(d, y, keep, s, std, relu, slope, one, zero, c0, c1, bias_dif
     data's type as the layers round (compiled without reassociation, which could turn
     g * s / std into g * (s / std))."""
     outer, dim, inner = d.shape
-    prod = numpy.empty(inner, d.dtype)
-    t = numpy.empty(outer, d.dtype)
-    ones = numpy.ones(max(inner, outer), d.dtype)
-    lanes = numpy.empty(64, d.dtype)
-    box = numpy.empty(1, d.dtype)
+    prod, t, ones, lanes, box = _row_sums_scratch(d)
     for c in range(c0, c1):
         sv, sd = s[c], std[c]
         bias_y = bias_diff[c] if with_bias else zero
