@@ -80,12 +80,12 @@ def test_an_outer_product_goes_to_blas_not_to_numpys_own_loop(monkeypatch, dtype
     assert gemm_mod.NUMPY_BLAS_QUIET == (2 in inner)   # other products: numpy's BLAS
 
 
-@pytest.mark.parametrize("inner", [1, 3, 10])
+@pytest.mark.parametrize("inner", [1, 3, 10, 12])
 def test_a_short_inner_product_written_fresh_is_blas_bits_in_one_pass(monkeypatch, inner):
     """kernels/outer_jit writes a fresh float32 product with a short inner dimension (BLAS
     would zero the output first: a weight gradient at a small batch) with OpenBLAS's bits, +0.0
     for a zero sum, split across the threads; an accumulated one, one into a Fortran-ordered
-    output or a float64 one stays with BLAS."""
+    output, a float64 one or a longer inner dimension stays with BLAS."""
     dtype = numpy.float32
     from scipy.linalg import blas
     from caffecli.kernels import gemm as gemm_mod, outer_jit
@@ -115,6 +115,8 @@ def test_a_short_inner_product_written_fresh_is_blas_bits_in_one_pass(monkeypatc
     numpy.testing.assert_array_equal(out, before + dy.T @ x)
     gemm(numpy, dy.T, x, numpy.empty((300, 700), dtype, order="F"))
     gemm(numpy, dy.T.astype(numpy.float64), x.astype(numpy.float64), out.astype(numpy.float64))
+    longer = numpy.asarray(R.randn(outer_jit.MAX_INNER + 1, 700), dtype)
+    gemm(numpy, numpy.asarray(R.randn(outer_jit.MAX_INNER + 1, 300), dtype).T, longer, out)
     assert len(ran) == 1
 
 

@@ -175,7 +175,7 @@ def _max_backward_for(square, step=0, pad=0):
     in flat loops that vectorize (LeNet's pool1, one thread: 0.31 -> 0.14 ms against zeroing
     the image and adding at each winner). ``empty[i]`` is set to 1 where image i has a window
     nothing won (-1), else 0: the caller's one test for Caffe's spill of such windows, where it
-    took a pass over every winner (LeNet's pass 1.4%)."""
+    took a pass over every winner (LeNet's pass 0.991x without it)."""
     def max_backward(dtop, arg, kw, sh, sw, ph, pw, dx, empty):
         if square:
             kw = square
