@@ -143,12 +143,13 @@ _FILTER_MATRICES = {}   # dtype: the matrix, read-only (made once: numpy.kron co
 
 def _filter_matrix(dtype):
     """The (16, 9) matrix taking a 3x3 filter, flattened, to G g G^T, flattened: G (x) G."""
-    made = _FILTER_MATRICES.get(dtype)
+    key = numpy.dtype(dtype)
+    made = _FILTER_MATRICES.get(key)
     if made is None:
-        g = numpy.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype)
+        g = numpy.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], key)
         made = numpy.kron(g, g)
         made.flags.writeable = False
-        made = _FILTER_MATRICES.setdefault(numpy.dtype(dtype), made)
+        made = _FILTER_MATRICES.setdefault(key, made)
     return made
 
 
