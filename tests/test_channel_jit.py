@@ -59,19 +59,23 @@ def test_images_first_moves_with_numpys_bias_add(dtype):
 
 @pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("shape", [(3, 4, 50), (1, 4, 50), (3, 1, 50), (1, 1, 50), (3, 4, 1),
-                                   (1, 4, 1), (2, 5, 4099)])
+                                   (1, 4, 1), (2, 5, 4099), (2, 7, 9), (2, 7, 49), (1, 6, 51),
+                                   (3, 5, 196), (2, 7, 4096), (2, 3, 4100), (2, 7, 8)])
 @pytest.mark.parametrize("learned", [True, False])
-def test_scale_backward_is_caffes_sums_and_input_gradient(in_place, shape, learned):
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+def test_scale_backward_is_caffes_sums_and_input_gradient(in_place, shape, learned, dtype):
     """The compiled pass: the bias gradient as the Bias layer's gemv per outer item, the scale
     gradient as layers/scale.py's numpy reference of Caffe's steps (every branch: one outer
-    item, one channel, a single row, one value a row), bit for bit, and dx = dy * s."""
+    item, one channel, a single row, one value a row), bit for bit, and dx = dy * s. Rows of
+    9 to 4099 values in the four-row kernel take the one-pass sums (every tail length, the
+    last rows of the gemvs and rows of two blocks or of 8 values not)."""
     from caffecli.kernels import caffe_gemv
     from caffecli.layers.scale import _caffe_scale_sums
     rs = numpy.random.RandomState(sum(shape))
-    dy = rs.randn(*shape).astype(numpy.float32)
-    x = rs.randn(*shape).astype(numpy.float32)
-    s = rs.randn(shape[1]).astype(numpy.float32)
-    bias0, scale0 = rs.randn(2, shape[1]).astype(numpy.float32)
+    dy = rs.randn(*shape).astype(dtype)
+    x = rs.randn(*shape).astype(dtype)
+    s = rs.randn(shape[1]).astype(dtype)
+    bias0, scale0 = rs.randn(2, shape[1]).astype(dtype)
     want_bias = bias0.copy()
     for o in range(shape[0]):
         want_bias = caffe_gemv.row_totals(dy[o], 1, want_bias)

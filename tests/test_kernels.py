@@ -952,3 +952,18 @@ def test_compiled_softmax_loss_gradient_is_the_array_expression(dtype):
     dx = numpy.empty_like(prob)
     assert softmax_jit.loss_backward(prob, labels, valid, scale, dx) is dx
     assert dx.tobytes() == want.tobytes() and (dx[:, :, ::9] == 0).all()
+
+
+@pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
+def test_an_inlined_kernel_compiles_inline_and_keys_its_callers_cache():
+    """``jit.inlined`` functions compile with numba's inline="always", others never; the mark
+    is part of what keys a caller's disk cache entry (it changes no bytecode)."""
+    from caffecli.kernels import caffe_gemv_jit
+    assert jit.kernel(caffe_gemv_jit.plain_row_sums).targetoptions["inline"] == "always"
+    assert jit.kernel(caffe_gemv_jit.scale_row_sums).targetoptions["inline"] == "never"
+
+    def row():
+        return 0
+    key = jit._stable(row, repr)
+    jit.inlined(row)
+    assert jit._stable(row, repr) != key

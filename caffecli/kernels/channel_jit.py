@@ -13,7 +13,7 @@ the numpy code as the reference and for device arrays.
 """
 import numpy
 
-from .caffe_gemv_jit import scale_row_sums, scale_store
+from .caffe_gemv_jit import plain_row_sums, plain_rows, scale_row_sums, scale_store
 from .jit import kernel, prange
 from .threads import for_native
 
@@ -105,14 +105,19 @@ def _scale_backward(dy, x, s, c0, c1, bias_diff, scale_diff, learned, with_bias,
         sv = s[d]
         bias_y = bias_diff[d] if with_bias else zero
         for o in range(outer):
-            bias_y = scale_row_sums(dy[o, d], x[o, d], o, d, outer, dim, bias_y, prod, t, ones,
-                                    lanes, zero, one, box)
-            g, out = dy[o, d], dx[o, d]
+            if plain_rows(o, d, outer, dim, inner):
+                bias_y, t[o] = plain_row_sums(dy, x, o, d, bias_y, zero)
+            else:
+                bias_y = scale_row_sums(dy[o, d], x[o, d], o, d, outer, dim, bias_y, prod, t,
+                                        ones, lanes, zero, one, box)
             for i in range(inner):
-                out[i] = g[i] * sv
+                dx[o, d, i] = dy[o, d, i] * sv
         if with_bias:
             bias_diff[d] = bias_y
-        scale_store(t, d, outer, dim, inner, learned, scale_diff, ones, lanes, zero)
+        if outer == 1 and dim > 1:   # scale_store's choice, without its call (and the
+            scale_diff[d] = t[0]       # references it counts), which costs more than a row
+        else:
+            scale_store(t, d, outer, dim, inner, learned, scale_diff, ones, lanes, zero)
 
 
 def scale_backward(dy, x, s, c0, c1, bias_diff, scale_diff, learned, dx=None):
@@ -156,20 +161,24 @@ def _chain_backward(d, y, keep, s, std, relu, slope, one, zero, c0, c1, bias_dif
         sv, sd = s[c], std[c]
         bias_y = bias_diff[c] if with_bias else zero
         for o in range(outer):
-            row = d[o, c]
             if relu:
-                out = y[o, c]
-                for i in range(row.shape[0]):
-                    v = out[i]
-                    row[i] = row[i] * ((one if v > 0 else zero)
-                                       + (one if v <= 0 else zero) * slope)
-            bias_y = scale_row_sums(row, keep[o, c], o, c, outer, dim, bias_y, prod, t, ones,
-                                    lanes, zero, one, box)
-            for i in range(row.shape[0]):
-                row[i] = row[i] * sv / sd
+                for i in range(inner):
+                    v = y[o, c, i]
+                    d[o, c, i] = d[o, c, i] * ((one if v > 0 else zero)
+                                               + (one if v <= 0 else zero) * slope)
+            if plain_rows(o, c, outer, dim, inner):
+                bias_y, t[o] = plain_row_sums(d, keep, o, c, bias_y, zero)
+            else:
+                bias_y = scale_row_sums(d[o, c], keep[o, c], o, c, outer, dim, bias_y, prod, t,
+                                        ones, lanes, zero, one, box)
+            for i in range(inner):
+                d[o, c, i] = d[o, c, i] * sv / sd
         if with_bias:
             bias_diff[c] = bias_y
-        scale_store(t, c, outer, dim, inner, True, scale_diff, ones, lanes, zero)
+        if outer == 1 and dim > 1:   # scale_store's choice, without its call (and the
+            scale_diff[c] = t[0]       # references it counts), which costs more than a row
+        else:
+            scale_store(t, c, outer, dim, inner, True, scale_diff, ones, lanes, zero)
 
 
 def chain_forward(y, mean, std, s, b, slope, c0, c1, keep):

@@ -61,13 +61,21 @@ def fast(*flags):
     return mark
 
 
+def inlined(fn):
+    """Mark a small plain kernel function for numba to inline where a kernel calls it (numba's
+    ``inline="always"``): a call that passes arrays counts references to them atomically, which
+    costs more than a short row's own work."""
+    fn.inline = "always"
+    return fn
+
+
 def kernel(fn, fastmath=None):
     """``fn`` compiled (once, on first use; later processes load it from numba's cache);
     ``fastmath``: LLVM's flags for it, else those ``fast`` marked it with. Division follows
     C's IEEE rules, as Caffe's loops do: x / 0 is inf or NaN, never an exception."""
     flags = getattr(fn, "fastmath", frozenset()) if fastmath is None else fastmath
     return _once(fn, lambda: _njit(_linked(fn), nogil=True, fastmath=set(flags) or False,
-                                   error_model="numpy"))
+                                   error_model="numpy", inline=getattr(fn, "inline", "never")))
 
 
 def parallel(driver, threaded=False):
@@ -138,11 +146,11 @@ def _njit(fn, **options):
 
 def _stable(value, pickle):
     """What identifies a closure cell's value in any process: a function (or a compiled one's
-    Python function) by its module, name, bytecode and own cells; anything else by
-    ``pickle`` (numba's), as numba's key does."""
+    Python function) by its module, name, bytecode, ``inlined`` mark and own cells; anything
+    else by ``pickle`` (numba's), as numba's key does."""
     py = getattr(value, "py_func", value)
     if isinstance(py, types.FunctionType):
-        return (py.__module__, py.__qualname__, py.__code__.co_code,
+        return (py.__module__, py.__qualname__, py.__code__.co_code, getattr(py, "inline", None),
                 tuple(_stable(c.cell_contents, pickle) for c in py.__closure__ or ()))
     return pickle(value)
 
