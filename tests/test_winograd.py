@@ -4,7 +4,7 @@ import numpy
 import pytest
 
 from caffecli.blob import Blob
-from caffecli.kernels import jit, winograd
+from caffecli.kernels import jit, threads, winograd
 from caffecli.layers import convolution
 from caffecli.layers.convolution import ConvolutionLayer
 from caffecli.proto import caffe_pb2
@@ -139,6 +139,33 @@ def test_filter_transform_of_turned_filters(group):
     col = numpy.array([0, 0.5, -0.5, 0])
     numpy.testing.assert_array_equal(winograd.filter_transform(centre, numpy.empty((16, 1, 1))),
                                      numpy.outer(col, col).reshape(16, 1, 1))
+
+
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("k, c, group", [(6, 4, 1), (6, 4, 2), (40, 36, 4), (17, 3, 1)])
+def test_compiled_filter_transforms_are_the_gemms_bits(dtype, k, c, group, monkeypatch):
+    """The compiled filter transforms (forward, turned, and the weight gradient's G^T (.) G
+    added into a diff) give the bits of the GEMMs they replace, run where the compiled
+    kernels are off, over 1, 2 or 3 threads."""
+    rs = numpy.random.RandomState(k + c + group)
+    g = rs.randn(k, c // group, 3, 3).astype(dtype)
+    g[0, 0, 1] = -0.0
+    w_hat = rs.randn(16, k, c // group).astype(dtype)
+    diff = rs.randn(*g.shape).astype(dtype)
+
+    def transforms():
+        return [winograd.filter_transform(g, numpy.full((16, k, c // group), numpy.nan, dtype),
+                                          flipped, group) for flipped in (False, True)] + [
+            winograd.filter_gradient(w_hat, diff.copy())]
+
+    monkeypatch.setenv("CAFFECLI_JIT", "0")
+    want = transforms()
+    monkeypatch.setattr(threads, "MIN_PART_ELEMENTS", 1)
+    for count in ("1", "2", "3"):
+        monkeypatch.setenv("CAFFECLI_JIT", "1")
+        monkeypatch.setenv("OMP_NUM_THREADS", count)
+        for got, ref in zip(transforms(), want):
+            assert got.tobytes() == ref.tobytes()
 
 
 @pytest.mark.parametrize("turned", [False, True])
