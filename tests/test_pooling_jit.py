@@ -15,6 +15,9 @@ GEOMETRIES = [  # kernel, stride, pad, input (h, w), ceil rounding
     ((3, 3), (1, 1), (1, 1), (14, 14), True),      # ... on a 14x14 map
     ((3, 3), (1, 1), (1, 1), (2, 1), True),        # ... on a map smaller than the window
     ((3, 3), (2, 2), (1, 1), (12, 11), True),      # a padded stride-2 pool (ResNet's kind)
+    ((3, 3), (2, 2), (0, 0), (14, 13), True),      # GoogLeNet's stride-2 pools: the last
+                                                    # row (and column) of windows clipped
+    ((3, 3), (2, 2), (1, 1), (2, 2), True),        # a padded one on a map smaller than it
     ((2, 2), (2, 2), (0, 0), (7, 6), True),        # LeNet's kind, the last window partial
     ((3, 3), (3, 3), (0, 0), (9, 12), True),       # 3x3 windows that tile the image
     ((3, 2), (2, 3), (1, 1), (8, 10), False),      # uneven, floor rounding
