@@ -74,8 +74,8 @@ def kernel(fn, fastmath=None):
     ``fastmath``: LLVM's flags for it, else those ``fast`` marked it with. Division follows
     C's IEEE rules, as Caffe's loops do: x / 0 is inf or NaN, never an exception."""
     flags = getattr(fn, "fastmath", frozenset()) if fastmath is None else fastmath
-    return _once(fn, lambda: _njit(_linked(fn), nogil=True, fastmath=set(flags) or False,
-                                   error_model="numpy", inline=getattr(fn, "inline", "never")))
+    return once(fn, lambda: _njit(_linked(fn), nogil=True, fastmath=set(flags) or False,
+                                  error_model="numpy", inline=getattr(fn, "inline", "never")))
 
 
 def parallel(driver, threaded=False):
@@ -83,13 +83,13 @@ def parallel(driver, threaded=False):
     parallel loops where ``threaded`` (its parts start at once on numba's threads), else as a
     plain loop (kernels/threads.py's pool runs it a part at a time, without the GIL). The plain
     functions of its module that it calls (or holds in its closure) are compiled first."""
-    return _once((driver, threaded), lambda: _compile_driver(driver, threaded))
+    return once((driver, threaded), lambda: _compile_driver(driver, threaded))
 
 
-def _once(key, make):
-    """The compiled function (or other compile-time object) kept under ``key``, made by
-    ``make()`` the first time (one thread compiles; a kernel compiling its callees takes the
-    lock again)."""
+def once(key, make):
+    """The compiled function (or other compile-time object: a driver, a kernel's constant
+    tables) kept under ``key``, made by ``make()`` the first time (one thread makes it; a
+    kernel compiling its callees takes the lock again)."""
     jitted = _compiled.get(key)
     if jitted is None:
         with _lock:
@@ -131,14 +131,14 @@ def _tune_codegen():
 def _njit(fn, **options):
     """numba.njit(**options)(fn), cached on disk, or in memory where no cache location is
     writable. A closure's cache entries are keyed by what its cells hold (_closure_cache)."""
-    _once(_tune_codegen, _tune_codegen)
+    once(_tune_codegen, _tune_codegen)
     try:
         jitted = numba.njit(cache=True, **options)(fn)
     except RuntimeError:
         return numba.njit(**options)(fn)
     if fn.__closure__ or getattr(fn, "foreign", ()):
         try:
-            jitted._cache = _once(_closure_cache, _closure_cache)(fn)
+            jitted._cache = once(_closure_cache, _closure_cache)(fn)
         except (ImportError, AttributeError):   # another numba's internals: numba's own key
             pass
     return jitted
@@ -157,7 +157,7 @@ def _stable(value, pickle):
 
 def _closure_cache():
     """numba's FunctionCache keyed by ``_stable`` cells and the kernels a function calls from
-    other modules (made once: ``_once``). numba's own key pickles the cells, and a compiled
+    other modules (made once: ``once``). numba's own key pickles the cells, and a compiled
     function pickles with a fresh id in every process: the drivers that hold kernels in their
     cells (im2col's and pooling's parts) missed the disk cache in every process, compiled again
     (300 iterations of LeNet's `caffecli train`: 7.3-7.6 s against 5.3-5.4 s with this key) and

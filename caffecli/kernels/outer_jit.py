@@ -23,8 +23,6 @@ MIN_OUT = 1 << 16     # values out at least (smaller products: BLAS's zeroing co
 CHUNK = 512           # columns a pass over the rows: the operand's chunk stays in L1
 FLOAT32 = numpy.dtype(numpy.float32)
 
-_DRIVERS = {}   # inner dimension: the driver compiled for it
-
 
 def _product_for(inner):
     """The loops for an inner dimension of ``inner``: rows r0..r1 of out = aT.T @ b, a chunk
@@ -59,10 +57,8 @@ def _parts_for(inner):
 
 
 def _driver(inner):
-    driver = _DRIVERS.get(inner)
-    if driver is None:
-        driver = _DRIVERS.setdefault(inner, _parts_for(inner))
-    return driver
+    """The driver for an inner dimension of ``inner``, made once."""
+    return jit.once((_parts_for, inner), lambda: _parts_for(inner))
 
 
 def applies(a, b, out):

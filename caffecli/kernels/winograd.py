@@ -183,18 +183,16 @@ def tiles(out_hw):
     return -(-out_hw[0] // 2), -(-out_hw[1] // 2)
 
 
-_FILTER_MATRICES = {}   # dtype: the matrix, read-only (made once: numpy.kron costs 20-30 us)
-
-
 def _filter_matrix(dtype):
-    """The (16, 9) matrix taking a 3x3 filter, flattened, to G g G^T, flattened: G (x) G."""
-    key = numpy.dtype(dtype)
-    made = _FILTER_MATRICES.get(key)
-    if made is None:
-        g = numpy.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], key)
-        made = numpy.kron(g, g)
-        made.flags.writeable = False
-        made = _FILTER_MATRICES.setdefault(key, made)
+    """The (16, 9) matrix taking a 3x3 filter, flattened, to G g G^T, flattened: G (x) G
+    (read-only, made once a dtype: numpy.kron costs 20-30 us)."""
+    return jit.once((_filter_matrix, numpy.dtype(dtype)), lambda: _kron_g(numpy.dtype(dtype)))
+
+
+def _kron_g(dtype):
+    g = numpy.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype)
+    made = numpy.kron(g, g)
+    made.flags.writeable = False
     return made
 
 
@@ -252,30 +250,25 @@ def _filter_gradient_parts(bounds, w_hat, starts, rows_of, coef, zero, wdiff):
                               wdiff)
 
 
-_FILTER_TERMS = {}   # dtype: _filter_matrix's nonzero terms, by row and by column
-
-
 def _filter_terms(dtype):
     """The nonzero terms of _filter_matrix(dtype) for the compiled transforms: by tile
     position (starts, taps, coefficients), the positions' rows in the turned filters'
     transform (flipping a filter swaps G g's first and last rows: the same sums, at other
-    positions), and by tap (starts, positions, coefficients)."""
-    key = numpy.dtype(dtype)
-    made = _FILTER_TERMS.get(key)
-    if made is None:
-        t = _filter_matrix(key)
-        rows, cols = numpy.nonzero(t)
-        starts = numpy.searchsorted(rows, numpy.arange(17)).astype(numpy.int64)
-        turned = t[:, ::-1]
-        flipped = numpy.array([next(i for i in range(16) if (turned[i] == t[m]).all())
-                               for m in range(16)], numpy.int64)
-        by_tap_cols, by_tap_rows = numpy.nonzero(t.T)
-        made = _FILTER_TERMS.setdefault(key, (
-            (starts, cols.astype(numpy.int64), t[rows, cols]),
+    positions), and by tap (starts, positions, coefficients); made once a dtype."""
+    return jit.once((_filter_terms, numpy.dtype(dtype)), lambda: _terms_of(_filter_matrix(dtype)))
+
+
+def _terms_of(t):
+    rows, cols = numpy.nonzero(t)
+    turned = t[:, ::-1]
+    flipped = numpy.array([next(i for i in range(16) if (turned[i] == t[m]).all())
+                           for m in range(16)], numpy.int64)
+    by_tap_cols, by_tap_rows = numpy.nonzero(t.T)
+    return ((numpy.searchsorted(rows, numpy.arange(17)).astype(numpy.int64),
+             cols.astype(numpy.int64), t[rows, cols]),
             numpy.arange(16, dtype=numpy.int64), flipped,
             (numpy.searchsorted(by_tap_cols, numpy.arange(10)).astype(numpy.int64),
-             by_tap_rows.astype(numpy.int64), t[by_tap_rows, by_tap_cols])))
-    return made
+             by_tap_rows.astype(numpy.int64), t[by_tap_rows, by_tap_cols]))
 
 
 def filter_transform(g, u, flipped=False, group=1):
