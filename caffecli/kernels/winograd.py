@@ -190,6 +190,7 @@ def _filter_matrix(dtype):
 
 
 def _kron_g(dtype):
+    """G (x) G in ``dtype``, read-only."""
     g = numpy.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype)
     made = numpy.kron(g, g)
     made.flags.writeable = False
@@ -259,6 +260,7 @@ def _filter_terms(dtype):
 
 
 def _terms_of(t):
+    """``_filter_terms`` of the matrix t."""
     rows, cols = numpy.nonzero(t)
     turned = t[:, ::-1]
     flipped = numpy.array([next(i for i in range(16) if (turned[i] == t[m]).all())
