@@ -315,17 +315,26 @@ cuda = types.SimpleNamespace(
                                   runtimeGetVersion=lambda: 0, driverGetVersion=lambda: 0))
 
 
-
 def _gemm_in_place(transa, transb, a, b, target, alpha, beta):
-    """target = alpha * op(a) @ op(b) + beta * target, on numpy arrays (one recorded step)."""
+    """target = alpha * op(a) @ op(b) + beta * target, on numpy arrays (one recorded step).
+    The product is taken the same way up whichever way the caller's arrays lie: the output
+    at least as tall as wide (C-ordered when square), else its transpose from the transposed
+    operands. An eager call (``cublas.gemm``, row-major arrays) and the same product made
+    through cuBLAS's column-major call (``cublas_library``, where a graph captures) then give
+    the same bits, as the one cuBLAS call behind both does; the host BLAS need not round a
+    product and its transpose alike (OpenBLAS's AVX2 kernels do not)."""
     def op(m, trans):
         return m.T if trans in ("T", 1) else m
-    product = alpha * (op(a, transa) @ op(b, transb))
+    x, y, out = op(a, transa), op(b, transb), target
+    rows, cols = out.shape
+    if rows < cols or (rows == cols and not out.flags.c_contiguous):
+        x, y, out = y.T, x.T, out.T
+    product = alpha * (x @ y)
     if beta:
-        target *= beta
-        target += product
+        out *= beta
+        out += product
     else:
-        target[...] = product
+        out[...] = product
 
 
 def _refuse_cublas():
