@@ -8,6 +8,7 @@ import ctypes
 import numpy
 import pytest
 
+import host_blas
 from caffecli.kernels import blas_threads, caffe_gemv, caffe_gemv_jit, jit
 
 F = numpy.float32
@@ -109,18 +110,16 @@ VERIFIED_OPENBLAS = ("0.3.30",)   # versions whose kernels these orders were rea
 
 
 def _skylakex_openblas():
-    """Whether the OpenBLAS scipy's BLAS wrappers call runs SKYLAKEX kernels and is a version
-    whose kernels were checked against the golden cases (``VERIFIED_OPENBLAS``: older ones have
-    other gemv kernels, newer ones may)."""
+    """Whether the OpenBLAS builds run SKYLAKEX kernels (host_blas) and scipy's, the one its
+    BLAS wrappers call, is a version whose kernels were checked against the golden cases
+    (``VERIFIED_OPENBLAS``: older ones have other gemv kernels, newer ones may)."""
     blas_threads.available()
+    if not host_blas.skylakex():
+        return False
     for lib in blas_threads._loaded():
-        if hasattr(lib, "scipy_openblas_get_corename") and hasattr(lib,
-                                                                   "scipy_openblas_get_config"):
-            lib.scipy_openblas_get_corename.restype = ctypes.c_char_p
+        if hasattr(lib, "scipy_openblas_get_config"):
             lib.scipy_openblas_get_config.restype = ctypes.c_char_p
-            core = lib.scipy_openblas_get_corename().decode().lower()
-            version = lib.scipy_openblas_get_config().decode().split()[1]
-            return core == "skylakex" and version in VERIFIED_OPENBLAS
+            return lib.scipy_openblas_get_config().decode().split()[1] in VERIFIED_OPENBLAS
     return False
 
 
