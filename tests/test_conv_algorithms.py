@@ -1,13 +1,14 @@
 """Convolution and Deconvolution on seeded random geometries (1-3 spatial axes, groups, strides,
 pads, dilations, several bottoms), each with a random setting of the limits by which the layers
 choose their algorithm (Winograd, image by image, the input gradient by image or by output
-position, batched columns in chunks, 1x1 as plain products), against a direct sum over the
-kernel's offsets: forward, input, weight and bias gradients."""
+position, batched columns in chunks, wide grids one image a chunk, 1x1 as plain products),
+against a direct sum over the kernel's offsets: forward, input, weight and bias gradients."""
 import itertools
 import random
 
 import numpy
 import pytest
+from google.protobuf import text_format
 
 from caffecli.blob import Blob
 from caffecli.layers import _base_conv, convolution
@@ -31,6 +32,9 @@ LIMITS = {
     (convolution, "DOWN_MAX_MACS"): [1 << 24, 0, 1 << 40],
     (convolution, "POSITION_MIN_CHANNELS"): [8, 1, 1 << 40],
     (convolution, "POSITION_MAX_PLANE"): [1 << 16, 0, 1 << 40],
+    (convolution, "BY_IMAGE_MIN_GRID"): [2048, 1, 1 << 40],
+    (convolution, "BY_IMAGE_MIN_GRID_WIDE"): [512, 1],
+    (convolution, "BY_IMAGE_MIN_ROWS"): [128, 1],
 }
 
 
@@ -203,12 +207,35 @@ def test_the_cases_take_every_algorithm(monkeypatch):
         with monkeypatch.context() as m:
             layer = build(*draw(case)[:5], m)[0]
         chunked = layer.chunk < layer.num
-        for name in ("winograd", "by_image", "down_by_image", "by_position", "pointwise"):
+        for name in ("winograd", "by_image", "down_by_image", "by_position", "pointwise",
+                     "wide_by_image"):
             if getattr(layer, name, False):
                 taken.add(name + (" in chunks" if chunked else ""))
         taken.add(("columns", layer.type, "in chunks" if chunked else "whole"))
     want = {"winograd", "winograd in chunks", "by_image", "down_by_image", "by_position",
-            "pointwise", "pointwise in chunks", ("columns", "Convolution", "whole"),
+            "pointwise", "pointwise in chunks", "wide_by_image in chunks",
+            ("columns", "Convolution", "whole"),
             ("columns", "Convolution", "in chunks"), ("columns", "Deconvolution", "whole"),
             ("columns", "Deconvolution", "in chunks")}
     assert want <= taken, sorted(want - taken, key=str)
+
+
+@pytest.mark.parametrize("spec,shape,wide", [
+    ("num_output: 96 kernel_size: 11 stride: 4", (2, 3, 227, 227), True),   # CaffeNet's conv1
+    ("num_output: 256 kernel_size: 5 pad: 2 group: 2", (2, 96, 27, 27), True),   # its conv2
+    ("num_output: 64 kernel_size: 1", (2, 64, 56, 56), True),      # ResNet-50's res2 1x1s
+    ("num_output: 128 kernel_size: 1", (2, 512, 28, 28), True),    # and res3's
+    ("num_output: 128 kernel_size: 1", (2, 256, 28, 28), False),   # GoogLeNet's inception_3b
+    ("num_output: 96 kernel_size: 5 pad: 2", (2, 32, 28, 28), False),
+    ("num_output: 256 kernel_size: 1", (2, 1024, 14, 14), False),  # ResNet-50's res4
+])
+def test_wide_grids_run_one_image_a_chunk(spec, shape, wide):
+    """A Convolution whose one image's products are wide (a grid of 2048 positions, or of 512
+    with filters of 128 rows and 65536 values a group) runs them image by image, a chunk of one;
+    narrower ones keep a chunk of the whole batch."""
+    lp = caffe_pb2.LayerParameter(name="conv", type="Convolution")
+    text_format.Merge(spec, lp.convolution_param)
+    layer = ConvolutionLayer(lp)
+    layer.SetUp([Blob(shape, numpy.float32)], [Blob((1,), numpy.float32)])
+    assert not (layer.winograd or layer.by_image)
+    assert layer.wide_by_image == wide and layer.chunk == (1 if wide else 2)

@@ -347,9 +347,9 @@ class BaseConvolutionLayer(Layer):
         """How the GEMMs run for this shape, decided once per reshape (deterministically, so
         every run sums in the same order): one GEMM over as many images as the column buffer
         cap allows, whose batch-innermost columns make a wide product that keeps BLAS busy
-        (even for large maps: CaffeNet's conv1 forward-backward at batch 10 takes 150 ms as one
-        chunk against 215 ms per image, as Caffe runs it). A 1x1 convolution (stride 1, no
-        pad) needs no im2col: its columns are the input itself (one image) or its transpose."""
+        (a Convolution whose one image's products are wide enough runs them image by image:
+        convolution.py). A 1x1 convolution (stride 1, no pad) needs no im2col: its columns are
+        the input itself (one image) or its transpose."""
         self.pointwise = (not self.reverse and all(k == 1 for k in self.kernel)
                           and all(s == 1 for s in self.stride) and not any(self.pad))
         per_item = self.kernel_dim * self.group * prod(self.cols.grid_shape)

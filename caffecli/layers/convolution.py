@@ -24,6 +24,16 @@ DOWN_MAX_MACS = 1 << 24     # multiply-adds of one image's input gradient (a gro
                             # it to run image by image (conv_jit) where the rest stays batched:
                             # LeNet's conv2 (1.6M) 2.75 -> 2.53 ms, CIFAR-10's conv2 (6.6M) 20.7 ->
                             # 16.5 ms; CaffeNet's conv2 (118M) 55 -> 79 ms (2-core EPYC)
+BY_IMAGE_MIN_GRID = 2048    # positions of one image's grid from which the im2col path runs a
+                            # chunk of one image (Caffe's layout: no move of the input, the
+                            # product or dy, one image's columns in cache), or from
+BY_IMAGE_MIN_GRID_WIDE = 512  # this many with at least BY_IMAGE_MIN_ROWS filters a group and
+BY_IMAGE_MIN_ROWS = 128       # BY_IMAGE_MIN_FILTER_VALUES values in a group's filters. In the
+BY_IMAGE_MIN_FILTER_VALUES = 1 << 16  # pass, 2-core EPYC Zen 5, per layer: CaffeNet's conv1
+                            # 0.89x, conv2 0.93x, GoogLeNet's conv1 0.92x, conv2/3x3_reduce
+                            # 0.82-0.85x, ResNet-50's at batch 8 res2 1x1s 0.74-0.78x, res3 1x1s
+                            # 0.91-0.93x; GoogLeNet's inception_3a/3b (784 positions, narrower
+                            # filters) 1.1-1.6x slower
 POSITION_MIN_CHANNELS = 8   # per group: on fewer, col2im by output position adds runs too short
 POSITION_MAX_PLANE = 1 << 16  # bytes of one image's padded gradient, every channel: col2im by
                               # position sums it in one plane, which runs slower than col2im's
@@ -65,6 +75,9 @@ class ConvolutionLayer(BaseConvolutionLayer):
             per_item = 16 * max(self.channels, self.num_output) * tiles
             self.chunk = max(1, min(self.chunk, COL_CHUNK_ELEMENTS // per_item))
         self.by_image = not (self.winograd or self.pointwise) and self._images_pay()
+        self.wide_by_image = not (self.winograd or self.by_image) and self._wide_by_image()
+        if self.wide_by_image:
+            self.chunk = 1
         # the input gradient alone image by image (the weight gradient's batched columns stay)
         self.down_by_image = (
             not (self.by_image or self.winograd or self.pointwise)
@@ -74,6 +87,15 @@ class ConvolutionLayer(BaseConvolutionLayer):
         self.by_position = (self.num_spatial == 2 and not self.pointwise
                             and self.channels // g >= POSITION_MIN_CHANNELS
                             and plane <= POSITION_MAX_PLANE)
+
+    def _wide_by_image(self):
+        """Whether one image's products are wide enough to run alone: BY_IMAGE_MIN_GRID
+        positions, or BY_IMAGE_MIN_GRID_WIDE with a group's filters at least BY_IMAGE_MIN_ROWS
+        rows and BY_IMAGE_MIN_FILTER_VALUES values."""
+        grid, rows = prod(self.out_shape), self.num_output // self.group
+        return grid >= BY_IMAGE_MIN_GRID or (
+            grid >= BY_IMAGE_MIN_GRID_WIDE and rows >= BY_IMAGE_MIN_ROWS
+            and rows * self.kernel_dim >= BY_IMAGE_MIN_FILTER_VALUES)
 
     def _winograd(self, src, dst, flipped):
         """dst = Winograd's convolution of src (the forward, or with ``flipped`` the input
