@@ -4,7 +4,7 @@ run one by one, and every case that must fall back to them."""
 import numpy
 import pytest
 
-from caffecli import TEST, TRAIN, context
+from caffecli import TEST, TRAIN, context, fusion
 from caffecli.net import Net
 from caffecli.kernels import channel_jit, jit, relu_jit
 from caffecli.proto import caffe_pb2
@@ -147,6 +147,49 @@ def test_fused_passes_compute_the_layers_values(dtype, slope, monkeypatch):
     assert calls == {"chain_forward": fused, "chain_backward": fused}
 
 
+def head(items, channels, height, width):
+    return ('layer { name: "data" type: "Input" top: "data" input_param { shape { dim: %d '
+            'dim: %d dim: %d dim: %d } } }' % (items, channels, height, width))
+
+
+@pytest.mark.parametrize("dtype,slope,shape", [
+    (numpy.float32, 0.0, (2, 3, 24, 24)),   # rows of 576 values (plain_row_sums)
+    (numpy.float32, 0.25, (5, 3, 16, 16)),  # five items: a block of four and one
+    (numpy.float64, 0.25, (9, 3, 11, 11)),  # nine items, rows of 121
+    (numpy.float32, 0.25, (4, 3, 16, 16)),  # four items, fifty: the gemv's own item orders
+    (numpy.float32, 0.0, (50, 2, 5, 5)),
+    (numpy.float32, 0.25, (256, 2, 2, 2)),  # rows of 4 (scale_row_sums)
+    (numpy.float32, 0.0, (2, 3, 5, 6)),     # 60 values a channel: the layers one by one
+])
+def test_fused_passes_on_the_batch_statistics_compute_the_layers_values(dtype, slope, shape,
+                                                                        monkeypatch):
+    """A BatchNorm on the batch's statistics -> Scale (-> ReLU) chain whose channels hold
+    BATCH_MIN_CHANNEL_VALUES values or more runs each way in one kernel (chain_forward_batch,
+    chain_backward_batch): the layers' values bit for bit (the running sums too), its BatchNorm
+    sums in Caffe's gemv orders; a smaller one runs its layers."""
+    calls = count_calls(monkeypatch, channel_jit, ["chain_forward", "chain_backward",
+                                                   "chain_forward_batch", "chain_backward_batch"])
+    batch = "use_global_stats: false"
+    layers = [head(*shape), conv("c1", "data", "a"), norm("bn1", "a", stats=batch),
+              scale("sc1", "a"), relu("r1", "a", slope), conv("c2", "a", "b"),
+              norm("bn2", "b", stats=batch), scale("sc2", "b", bias=False), TAIL % "b"]
+    net = build(layers, dtype=dtype)
+    ref = reference(layers, net, dtype=dtype)
+    for _ in range(2):
+        step(net)
+        step(ref)
+        assert_same(net, ref)
+        for rec, twin in zip(net.records, ref.records):   # BatchNorm's running sums too
+            for blob, other in zip(rec.layer.blobs, twin.layer.blobs):
+                assert blob.data.tobytes() == other.data.tobytes(), rec.name
+    assert [len(c) for c in net.chains.values()] == [3, 2]
+    assert net.layer_by_name("sc1").blobs[0].diff.any() and net.blob_by_name("a").diff.any()
+    per_channel = shape[0] * shape[2] * shape[3]
+    fused = 4 if fusing() and per_channel >= fusion.BATCH_MIN_CHANNEL_VALUES else 0
+    assert calls == {"chain_forward": 0, "chain_backward": 0, "chain_forward_batch": fused,
+                     "chain_backward_batch": fused}
+
+
 def test_partial_ranges_and_watched_passes_run_the_layers(monkeypatch):
     calls = count_kernel_calls(monkeypatch)
     net = build(NET)
@@ -192,13 +235,12 @@ def test_without_compiled_kernels_the_chain_runs_its_layers(monkeypatch):
 
 
 @pytest.mark.parametrize("layers", [
-    [HEAD, conv("c1", "data", "a"), norm("bn1", "a", stats=""), scale("sc1", "a")],  # TRAIN
     [HEAD, conv("c1", "data", "a"),                                    # not in place
      'layer { name: "bn1" type: "BatchNorm" bottom: "a" top: "n" '
      'batch_norm_param { use_global_stats: true } }', scale("sc1", "n")],
     [HEAD, conv("c1", "data", "a"), scale("sc1", "a"), norm("bn1", "a")],   # other order
     [HEAD, conv("c1", "data", "a"), norm("bn1", "a"), relu("r1", "a"), scale("sc1", "a")],
-], ids=["batch-statistics", "not-in-place", "scale-first", "relu-between"])
+], ids=["not-in-place", "scale-first", "relu-between"])
 def test_no_chain_where_the_layers_do_not_form_one(layers):
     assert build(layers, phase=TRAIN).chains == {}
 

@@ -99,11 +99,7 @@ class BatchNormLayer(NeuronLayer):
                 mean, var = batch_norm_jit.moments(x, x_norm)
             else:
                 mean, x_norm, var = self._centered_moments(x)
-            maf = self.moving_average_fraction
-            self.weights[2].data[...] = self.weights[2].data * maf + 1
-            self.weights[0].data[...] = mean + self.weights[0].data * maf
-            self.weights[1].data[...] = fused(self._correction(bottom, x.dtype.type), var,
-                                              self.weights[1].data * maf)   # Caffe's axpby
+            self.update_running(mean, var, bottom)
             self.std = self.xp.sqrt(var + self.eps).reshape(1, -1, 1)
             if compiled:
                 batch_norm_jit.normalize(x_norm, self.std.reshape(-1), y)
@@ -123,6 +119,15 @@ class BatchNormLayer(NeuronLayer):
             return
         self.xp.subtract(x, mean.reshape(1, -1, 1), out=x_norm)
         x_norm /= self.std
+
+    def update_running(self, mean, var, bottom):
+        """The running sums take the batch's mean and (unbiased) variance, and the scale factor
+        its count, as Caffe's moving average adds them."""
+        maf = self.moving_average_fraction
+        self.weights[2].data[...] = self.weights[2].data * maf + 1
+        self.weights[0].data[...] = mean + self.weights[0].data * maf
+        self.weights[1].data[...] = fused(self._correction(bottom, var.dtype.type), var,
+                                          self.weights[1].data * maf)   # Caffe's axpby
 
     def global_moments(self, dtype):
         """The stored mean and sqrt(variance + eps) per channel, which global statistics
