@@ -119,13 +119,16 @@ def count_kernel_calls(monkeypatch):
 
 def stepped_alike(layers, dtype):
     """A net of ``layers`` and its layer-by-layer twin after two steps each, checked the same
-    bits after each (the second accumulates nothing stale)."""
+    bits after each (the second accumulates nothing stale), BatchNorm's running sums too."""
     net = build(layers, dtype=dtype)
     ref = reference(layers, net, dtype=dtype)
     for _ in range(2):
         step(net)
         step(ref)
         assert_same(net, ref)
+        for rec, twin in zip(net.records, ref.records):
+            for blob, other in zip(rec.layer.blobs, twin.layer.blobs):
+                assert blob.data.tobytes() == other.data.tobytes(), rec.name
     return net
 
 
@@ -173,15 +176,7 @@ def test_fused_passes_on_the_batch_statistics_compute_the_layers_values(dtype, s
     layers = [head(*shape), conv("c1", "data", "a"), norm("bn1", "a", stats=batch),
               scale("sc1", "a"), relu("r1", "a", slope), conv("c2", "a", "b"),
               norm("bn2", "b", stats=batch), scale("sc2", "b", bias=False), TAIL % "b"]
-    net = build(layers, dtype=dtype)
-    ref = reference(layers, net, dtype=dtype)
-    for _ in range(2):
-        step(net)
-        step(ref)
-        assert_same(net, ref)
-        for rec, twin in zip(net.records, ref.records):   # BatchNorm's running sums too
-            for blob, other in zip(rec.layer.blobs, twin.layer.blobs):
-                assert blob.data.tobytes() == other.data.tobytes(), rec.name
+    net = stepped_alike(layers, dtype)
     assert [len(c) for c in net.chains.values()] == [3, 2]
     assert net.layer_by_name("sc1").blobs[0].diff.any() and net.blob_by_name("a").diff.any()
     per_channel = shape[0] * shape[2] * shape[3]
