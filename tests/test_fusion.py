@@ -1,6 +1,6 @@
-"""Fused chains (caffecli/fusion.py): BatchNorm with global statistics -> Scale (-> ReLU) on one
-blob, and Eltwise SUM -> ReLU in place, run as one pass each way, with the values of the layers
-run one by one, and every case that must fall back to them."""
+"""Fused chains (caffecli/fusion.py): BatchNorm (with global or the batch's statistics) -> Scale
+(-> ReLU) on one blob, and Eltwise SUM -> ReLU in place, run as one kernel each way, with the
+values of the layers run one by one, and every case that must fall back to them."""
 import numpy
 import pytest
 
@@ -183,6 +183,25 @@ def test_fused_passes_on_the_batch_statistics_compute_the_layers_values(dtype, s
     fused = 4 if fusing() and per_channel >= fusion.BATCH_MIN_CHANNEL_VALUES else 0
     assert calls == {"chain_forward": 0, "chain_backward": 0, "chain_forward_batch": fused,
                      "chain_backward_batch": fused}
+
+
+def test_a_batch_statistics_chain_run_forward_by_its_layers_backs_up_fused(monkeypatch):
+    """A forward that ends inside the chain runs its layers; the fused backward after it reads
+    what they kept (the Scale's copy of BatchNorm's output) and gives their values."""
+    calls = count_calls(monkeypatch, channel_jit, ["chain_forward_batch", "chain_backward_batch"])
+    batch = "use_global_stats: false"
+    layers = [head(2, 3, 24, 24), conv("c1", "data", "a"), norm("bn1", "a", stats=batch),
+              scale("sc1", "a"), relu("r1", "a", 0.25), TAIL % "a"]
+    net = build(layers)
+    ref = reference(layers, net)
+    step(ref)
+    net.clear_param_diffs()
+    net.forward_from_to(0, 2)          # ends inside the chain: its layers run
+    net.forward_from_to(3, None)
+    net.backward_pass()
+    assert_same(net, ref)
+    fused = 1 if fusing() else 0
+    assert calls == {"chain_forward_batch": 0, "chain_backward_batch": fused}
 
 
 def test_partial_ranges_and_watched_passes_run_the_layers(monkeypatch):
