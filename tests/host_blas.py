@@ -7,35 +7,15 @@ kernels (an AVX2 core's, or any that OPENBLAS_CORETYPE=Haswell forces) round som
 a product against its transpose, differently in the last places: there the same computations
 are checked within a few units of rounding instead.
 """
-import ctypes
-import os
-
 import numpy
 from scipy.linalg import blas  # noqa: F401  (loads scipy's OpenBLAS, with numpy's)
 
-_CORENAMES = ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
-              "openblas_get_corename")
+from caffecli.kernels.blas_threads import core_names
 
 
 def cores():
     """The kernel names (lower case) of every OpenBLAS loaded in this process."""
-    try:
-        with open("/proc/self/maps") as maps:
-            paths = sorted({line.split()[-1] for line in maps
-                            if "openblas" in os.path.basename(line.split()[-1])})
-    except OSError:
-        return []
-    found = []
-    for path in paths:
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        name = next((n for n in _CORENAMES if hasattr(lib, n)), None)
-        if name is not None:
-            getattr(lib, name).restype = ctypes.c_char_p
-            found.append(getattr(lib, name)().decode().lower())
-    return found
+    return core_names()
 
 
 def skylakex():

@@ -1,5 +1,7 @@
 """Convolution image by image (kernels/conv_jit.py) against the batched columns' path, which
 layer it is chosen for, and the BLAS thread counts it holds (kernels/blas_threads.py)."""
+import os
+
 import numpy
 import pytest
 
@@ -218,11 +220,45 @@ def test_kernels_from_other_modules_are_compiled_and_keyed():
     (300, 100, 1000, 300),  # 38 blocks of 8: too many
     (256, 100, 1000, 8)])   # 32 blocks of 8
 def test_products_in_blocks_of_rows(rows, inner, cols, step):
-    """The blocks' plan, and the product it makes is a @ b, every row written."""
-    assert blas_blocks.block_rows(rows, inner, cols) == step
+    """The blocks' plan with small-matrix kernels, whole products without them, and the
+    product each makes is a @ b, every row written."""
+    small = blas_blocks.SMALL_MACS
+    assert blas_blocks.block_rows(rows, inner, cols, small) == step
+    assert blas_blocks.block_rows(rows, inner, cols, 0) == rows
     a = R.randn(rows, inner).astype(numpy.float32)
     b = R.randn(inner, cols).astype(numpy.float32)
-    out = numpy.full((rows, cols), numpy.nan, numpy.float32)
-    with blas_threads.one_thread():
-        jit.kernel(blas_blocks.blocked_product)(a, b, out)
-    numpy.testing.assert_allclose(out, a.astype(numpy.float64) @ b, rtol=1e-4, atol=1e-4)
+    for cap in (small, 0):
+        out = numpy.full((rows, cols), numpy.nan, numpy.float32)
+        with blas_threads.one_thread():
+            jit.kernel(blas_blocks.blocked_product)(a, b, out, cap)
+        numpy.testing.assert_allclose(out, a.astype(numpy.float64) @ b, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cores,small", [
+    (["skylakex", "skylakex"], blas_blocks.SMALL_MACS),
+    (["cooperlake"], blas_blocks.SMALL_MACS),
+    (["sapphirerapids", "skylakex"], blas_blocks.SMALL_MACS),
+    (["haswell", "haswell"], 0),      # OPENBLAS_CORETYPE=Haswell, or an AVX2 core
+    (["skylakex", "haswell"], 0),     # numpy's and scipy's builds differ
+    (["zen"], 0),
+    ([], 0)])
+def test_blocks_only_where_openblas_has_small_matrix_kernels(monkeypatch, cores, small):
+    """Blocks of rows pay only where OpenBLAS's small-matrix kernels take them unpacked."""
+    monkeypatch.setattr(blas_threads, "core_names", lambda: cores)
+    monkeypatch.setattr(blas_threads, "available", lambda: True)
+    monkeypatch.delitem(jit._compiled, blas_blocks.small_macs, raising=False)
+    try:
+        assert blas_blocks.small_macs() == small
+    finally:
+        jit._compiled.pop(blas_blocks.small_macs, None)
+
+
+def test_core_names_match_the_loaded_openblas():
+    """The kernel names come from every loaded OpenBLAS (numpy's and scipy's), in lower case,
+    and follow OPENBLAS_CORETYPE where it forces them."""
+    blas_threads.available()
+    names = blas_threads.core_names()
+    assert len(names) >= 2 and all(name and name == name.lower() for name in names)
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    if forced:
+        assert set(names) == {forced.lower()}

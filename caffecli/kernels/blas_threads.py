@@ -13,6 +13,8 @@ import threading
 _lock = threading.Lock()
 _libraries = []   # (get, set) of each OpenBLAS found, once looked for
 _held = [0, []]   # callers inside ``one_thread``, and the counts to restore
+_CORENAMES = ("scipy_openblas_get_corename64_", "scipy_openblas_get_corename",
+              "openblas_get_corename")
 
 
 def _loaded():
@@ -44,6 +46,18 @@ def _find(libs=None):
                 found.append(pair)
                 break
     return found
+
+
+def core_names():
+    """The kernel names (lower case) of each loaded OpenBLAS: what OPENBLAS_CORETYPE forces,
+    else what it picked for this CPU ("skylakex", "haswell", ...)."""
+    names = []
+    for lib in _loaded():
+        get = next((getattr(lib, n) for n in _CORENAMES if hasattr(lib, n)), None)
+        if get is not None:
+            get.restype = ctypes.c_char_p
+            names.append(get().decode().lower())
+    return names
 
 
 def available():

@@ -9,14 +9,15 @@ blob's layout. LeNet's conv1 in its pass on the 2-core EPYC: forward 0.96 -> 0.5
 1.17 -> 0.71 ms.
 
 Every OpenBLAS product runs on its caller's thread meanwhile (kernels/blas_threads.py), in
-blocks of rows that OpenBLAS's small-matrix kernels take without packing (kernels/blas_blocks.py).
+blocks of rows that OpenBLAS's small-matrix kernels take without packing, where it has them
+(kernels/blas_blocks.py).
 Images are split across the threads. The weight gradient's products are kept per image and
 summed in image order afterwards (Caffe's order: one image's product added to the diff after
 another), so the bits do not depend on the thread count.
 """
 import numpy
 
-from . import blas_threads, jit
+from . import blas_blocks, blas_threads, jit
 from .blas_blocks import blocked_product
 from .caffe_gemv_jit import add_parts, matrix_row_parts, row_part_count
 from .im2col_jit import _col2im, _col2im_phased, _window_rows
@@ -39,15 +40,16 @@ def _buffers(x, w, t, kh, kw):
             t.reshape(n, m, oh * ow))
 
 
-def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, n0, n1, y):
+def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, small, n0, n1, y):
     """y[n0:n1] (N, M, oh, ow) = images n0..n1 of x convolved with w (g, M/g, K), plus ``bias``
-    where it has values, then with ``rectify`` the ReLU of ``slope`` (relu_jit's expression)."""
+    where it has values, then with ``rectify`` the ReLU of ``slope`` (relu_jit's expression);
+    ``small``: blas_blocks.small_macs()."""
     col, cols, out, flat = _buffers(x, w, y, kh, kw)
     g, m, size = w.shape[0], flat.shape[1], flat.shape[2]
     for i in range(n0, n1):
         _columns(x, i, sh, sw, dh, dw, ph, pw, col)
         for j in range(g):
-            blocked_product(w[j], cols[j], out[i, j])
+            blocked_product(w[j], cols[j], out[i, j], small)
         if bias.size or rectify:
             for c in range(m):
                 plane = flat[i, c]
@@ -60,7 +62,7 @@ def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, n0, n1,
 
 
 def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, convolve,
-              n0, n1, wsum, bparts, zero, dx, y):
+              small, n0, n1, wsum, bparts, zero, dx, y):
     """For images n0..n1: with ``weights`` wsum[i] (g, M/g, K) = image i's weight gradient, with
     ``biases`` bparts[i, c] the sums Caffe's bias gemv adds for image i's row c
     (caffe_gemv_jit.matrix_row_parts), with ``down`` dx[i] = its input gradient (col2im of wt (g, K,
@@ -75,14 +77,14 @@ def _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, dow
             _columns(x, i, sh, sw, dh, dw, ph, pw, col)
         for j in range(g):
             if weights:
-                blocked_product(grads[i, j], cols[j].T, wsum[i, j])
+                blocked_product(grads[i, j], cols[j].T, wsum[i, j], small)
             if convolve:
-                blocked_product(w[j], cols[j], out[i, j])
+                blocked_product(w[j], cols[j], out[i, j], small)
         if biases:
             matrix_row_parts(flat[i], zero, bparts[i], box)
         if down:
             for j in range(g):
-                blocked_product(wt[j], grads[i, j], cols[j])
+                blocked_product(wt[j], grads[i, j], cols[j], small)
             if sh == 1 and sw == 1:
                 _col2im(col, dh, dw, ph, pw, 0, x.shape[1], 0, 1, dx[i:i + 1])
             else:
@@ -99,17 +101,18 @@ def _sum_weights(wsum, wdiff):
             into[t] += flat[i, t]
 
 
-def _forward_parts(bounds, x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, y):
+def _forward_parts(bounds, x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, small,
+                   y):
     for p in prange(bounds.size - 1):
-        _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, bounds[p],
+        _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, small, bounds[p],
                  bounds[p + 1], y)
 
 
 def _backward_parts(bounds, x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases,
-                    down, convolve, wsum, bparts, zero, dx, y):
+                    down, convolve, small, wsum, bparts, zero, dx, y):
     for p in prange(bounds.size - 1):
         _backward(x, dy, w, wt, kh, kw, sh, sw, dh, dw, ph, pw, weights, biases, down, convolve,
-                  bounds[p], bounds[p + 1], wsum, bparts, zero, dx, y)
+                  small, bounds[p], bounds[p + 1], wsum, bparts, zero, dx, y)
 
 
 def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
@@ -119,7 +122,7 @@ def forward(x, w, bias, slope, kernel, stride, dilation, pad, y):
     with blas_threads.one_thread():
         for_native(_forward_parts, x.shape[0], y.size * w.shape[2], x, w, no_bias,
                    slope is not None, 0.0 if slope is None else float(slope), *kernel,
-                   *stride, *dilation, *pad, y)
+                   *stride, *dilation, *pad, blas_blocks.small_macs(), y)
 
 
 def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, dx, wsum=None, y=None, bdiff=None):
@@ -140,8 +143,8 @@ def backward(x, dy, w, kernel, stride, dilation, pad, wdiff, dx, wsum=None, y=No
     with blas_threads.one_thread():
         for_native(_backward_parts, n, dy.size * w.shape[2], x, dy, w, wt, *kernel, *stride,
                    *dilation, *pad, wdiff is not None, bdiff is not None, dx is not None,
-                   y is not None, wsum, bparts, dy.dtype.type(0), none if dx is None else dx,
-                   dy if y is None else y)
+                   y is not None, blas_blocks.small_macs(), wsum, bparts, dy.dtype.type(0),
+                   none if dx is None else dx, dy if y is None else y)
     if wdiff is not None:
         jit.kernel(_sum_weights)(wsum, wdiff)
     if bdiff is not None:

@@ -19,7 +19,7 @@ filters' copy (2-core Xeon: CaffeNet's pass 0.98x, its conv3's turned transform 
 """
 import numpy
 
-from . import blas_threads, jit
+from . import blas_blocks, blas_threads, jit
 from .blas_blocks import blocked_product
 from .gemm import gemm, gemm_stack
 from .jit import prange
@@ -212,7 +212,7 @@ def _gradient_parts(bounds, dy, th, tw, e):
         _gradient_tiles(dy, th, tw, bounds[p], bounds[p + 1], e)
 
 
-def _stack(a, b, out, turned, i0, i1):
+def _stack(a, b, out, turned, small, i0, i1):
     """out[i] = a[i] @ b[i], or a[i] @ b[i].T where ``turned``, for i in i0..i1: the former in
     blas_blocks' blocks of rows, the latter whole (with a transposed operand OpenBLAS's
     small-matrix kernels ran slower: CaffeNet's conv4 weight gradient 19 -> 28 ms)."""
@@ -220,12 +220,12 @@ def _stack(a, b, out, turned, i0, i1):
         if turned:   # a call each: a C and an F operand in one variable type as 'A' (slow)
             numpy.dot(a[i], b[i].T, out[i])
         else:
-            blocked_product(a[i], b[i], out[i])
+            blocked_product(a[i], b[i], out[i], small)
 
 
-def _stack_parts(bounds, a, b, out, turned):
+def _stack_parts(bounds, a, b, out, turned, small):
     for p in prange(bounds.size - 1):
-        _stack(a, b, out, turned, bounds[p], bounds[p + 1])
+        _stack(a, b, out, turned, small, bounds[p], bounds[p + 1])
 
 
 def products(a, b, out, turned=False):
@@ -236,7 +236,7 @@ def products(a, b, out, turned=False):
         return gemm_stack(numpy, a, b.transpose(0, 2, 1) if turned else b, out)
     with blas_threads.one_thread():
         for_native(_stack_parts, out.shape[0], out.size * a.shape[2], a, b, out, turned,
-                   min_part=PRODUCT_MIN_PART)
+                   blas_blocks.small_macs(), min_part=PRODUCT_MIN_PART)
     return out
 
 
