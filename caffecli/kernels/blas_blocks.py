@@ -1,7 +1,8 @@
 """A product on the calling thread's OpenBLAS in blocks of rows its small-matrix kernels take
-without packing (its AVX-512 kernels have them; elsewhere the product runs whole): the per-image and per-tile products that kernels/conv_jit.py and
-kernels/winograd.py call from compiled loops while kernels/blas_threads.py holds BLAS to one
-thread (numba's numpy.dot: scipy's OpenBLAS)."""
+without packing (its AVX-512 kernels have them; elsewhere the product runs whole): the
+per-image and per-tile products that kernels/conv_jit.py and kernels/winograd.py call from
+compiled loops while kernels/blas_threads.py holds BLAS to one thread (numba's numpy.dot:
+scipy's OpenBLAS)."""
 import numpy
 
 from . import blas_threads, jit
