@@ -254,11 +254,11 @@ def test_blocks_only_where_openblas_has_small_matrix_kernels(monkeypatch, cores,
 
 
 def test_core_names_match_the_loaded_openblas():
-    """The kernel names come from every loaded OpenBLAS (numpy's and scipy's), in lower case,
-    and follow OPENBLAS_CORETYPE where it forces them."""
+    """The kernel names come from every loaded OpenBLAS (scipy's at least: numba's products
+    run on it), in lower case, and follow OPENBLAS_CORETYPE where it forces them."""
     blas_threads.available()
     names = blas_threads.core_names()
-    assert len(names) >= 2 and all(name and name == name.lower() for name in names)
+    assert names and all(name and name == name.lower() for name in names)
     forced = os.environ.get("OPENBLAS_CORETYPE")
     if forced:
         assert set(names) == {forced.lower()}
