@@ -12,7 +12,7 @@ import numpy
 from . import context, syncedmem
 from .context import CPU, GPU
 from .errors import CaffeError
-from .kernels import caffe_blas
+from .kernels import caffe_blas, host_memory
 from .proto import caffe_pb2
 from .syncedmem import SyncedMemory
 
@@ -383,7 +383,8 @@ class Blob:
                                      % (len(given), target, self.shape_string()))
                 if not isinstance(given, numpy.ndarray):
                     given = numpy.asarray(given, dtype=self.dtype)
-                self._overwritten(target)[...] = given.reshape(self._shape)
+                host_memory.copy_in(self._overwritten(target),
+                                    given.reshape(self._shape))
         return self
 
     def to_proto(self, proto=None, write_diff=False, double=False):
