@@ -206,9 +206,11 @@ def test_blas_runs_on_one_thread_inside_and_the_counts_come_back(monkeypatch):
 
 def test_kernels_from_other_modules_are_compiled_and_keyed():
     """conv_jit's kernels call im2col_jit's: _linked compiles them and records them, so the
-    disk cache's key holds their code (numba checks only the caller's own file)."""
+    disk cache's key holds their code (numba checks only the caller's own file), those they
+    call in turn included."""
     linked = jit._linked(conv_jit._columns)
-    assert linked.foreign == (im2col_jit._window_rows,)
+    assert set(linked.foreign) == {im2col_jit._strided_rows, im2col_jit._phase_rows,
+                                   im2col_jit._window_rows}
     assert jit._linked(im2col_jit._im2col).foreign == ()
 
 

@@ -14,10 +14,14 @@ pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installe
 GEOMETRIES = [((5, 5), (0, 0), (1, 1), (12, 12)), ((3, 3), (1, 1), (1, 1), (7, 5)),
               ((3, 2), (2, 1), (2, 3), (6, 9)), ((1, 4), (0, 3), (1, 1), (3, 4)),
               ((2, 2), (1, 1), (4, 4), (3, 3))]    # some windows lie wholly in the padding
-# strided ones (col2im): CaffeNet's conv1 shrunk, windows past the image, uneven strides
+# strided ones: CaffeNet's conv1 shrunk, windows past the image, uneven strides
 STRIDED = [((3, 3), (1, 1), (1, 1), (7, 7), (2, 2)), ((11, 11), (0, 0), (1, 1), (27, 27), (4, 4)),
            ((3, 2), (2, 1), (2, 3), (9, 10), (3, 2)), ((2, 2), (1, 1), (4, 4), (5, 5), (2, 3)),
-           ((1, 3), (0, 2), (1, 1), (6, 5), (2, 1))]
+           ((1, 3), (0, 2), (1, 1), (6, 5), (2, 1)),
+           # im2col by column phases (dilation 1, a kernel as wide as the stride): padded, an
+           # image width no multiple of the stride, windows wholly in the padding
+           ((5, 3), (2, 1), (1, 1), (9, 10), (1, 2)), ((2, 2), (3, 3), (1, 1), (5, 5), (2, 2)),
+           ((7, 7), (3, 3), (1, 1), (11, 13), (2, 2))]
 # the (channels, images) ranges of each thread's part, for 3 channels and 4 images
 SPLITS = {"1": [((0, 3), (0, 4))], "2": [((0, 3), (0, 2)), ((0, 3), (2, 4))],
           "5": [((0, 3), (0, 1)), ((0, 3), (1, 2)), ((0, 3), (2, 3)), ((0, 3), (3, 4))]}

@@ -20,14 +20,14 @@ import numpy
 from . import blas_blocks, blas_threads, jit
 from .blas_blocks import blocked_product
 from .caffe_gemv_jit import add_parts, matrix_row_parts, row_part_count
-from .im2col_jit import _col2im, _col2im_phased, _window_rows
+from .im2col_jit import _col2im, _col2im_phased, _strided_rows
 from .jit import prange
 from .threads import for_native
 
 
 def _columns(x, i, sh, sw, dh, dw, ph, pw, col):
     """col (C, kh, kw, 1, oh, ow) = the windows of image i of x (N, C, H, W)."""
-    _window_rows(x[i:i + 1], sh, sw, dh, dw, ph, pw, 0, x.shape[1], 0, 1, col)
+    _strided_rows(x[i:i + 1], sh, sw, dh, dw, ph, pw, 0, x.shape[1], 0, 1, col)
 
 
 def _buffers(x, w, t, kh, kw):
