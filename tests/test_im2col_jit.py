@@ -127,6 +127,30 @@ def test_col2im_kernel_writes_only_its_part():
     assert (x == -1).all()
 
 
+@pytest.mark.parametrize("kernel,pad,dilation,img", [
+    ((3, 3), (1, 1), (1, 1), (4, 3)),     # rows of 3: a whole run spans five rows
+    ((2, 5), (0, 2), (2, 1), (6, 17)),    # rows of 17: a run of 32
+    ((1, 1), (0, 0), (1, 1), (1, 16))])   # one row of exactly ROW_RUN
+@pytest.mark.parametrize("kind", ["_im2col", "_strided_rows"])
+def test_im2col_kernel_writes_only_its_part(kernel, pad, dilation, img, kind):
+    """One thread's part (channel and image ranges) writes its own windows, the values numpy's
+    im2col makes, and nothing else: stride-1 rows are copied in whole runs of ROW_RUN values
+    that overrun their row, which must stay inside the part's blocks."""
+    c, n = 4, 3
+    cols, out = maker(kernel, pad, dilation, c, img)
+    x = numpy.random.RandomState(5).randn(n, c, *img).astype(numpy.float32)
+    want = cols.im2col(numpy, x).copy()
+    space = numpy.full(want.size + 64, numpy.nan, numpy.float32)   # room past the end
+    got = space[:want.size].reshape(want.shape)
+    if kind == "_im2col":
+        jit.kernel(im2col_jit._im2col)(x, *dilation, *pad, 1, 3, 1, 2, got)
+    else:
+        jit.kernel(im2col_jit._strided_rows)(x, 1, 1, *dilation, *pad, 1, 3, 1, 2, got)
+    numpy.testing.assert_array_equal(got[1:3, :, :, 1:2], want[1:3, :, :, 1:2])
+    got[1:3, :, :, 1:2] = numpy.nan
+    assert numpy.isnan(space).all()
+
+
 def test_2d_layers_take_the_compiled_kernels_and_3d_layers_numpys(monkeypatch):
     """A 2-D layer, strided or not, takes both compiled kernels; a 3-D layer neither; a 1x1
     strided layer without padding reads its lattice (no columns to copy window by window)."""

