@@ -91,6 +91,37 @@ def test_compiled_im2col_is_numpys(monkeypatch, dtype, kernel, pad, dilation, im
     numpy.testing.assert_array_equal(got, cols.im2col(numpy, x))
 
 
+@pytest.mark.parametrize("kernel,pad,img,stride,images", [
+    ((11, 11), (0, 0), (27, 27), (4, 4), 1),   # CaffeNet's conv1 shrunk: one image a chunk
+    ((3, 3), (1, 1), (7, 8), (2, 2), 2)])
+@pytest.mark.parametrize("threads", ["1", "2", "5"])
+def test_strided_im2col_splits_by_kernel_rows_across_channels(monkeypatch, kernel, pad, img,
+                                                              stride, images, threads):
+    """A strided im2col by column phases, split by channels (as many images as channels or
+    fewer), goes to the threads in ranges of kernel rows counted across the channels: three
+    channels split evenly. The same columns as numpy's for any split."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
+    bounds = []
+    real = im2col_jit.for_native
+
+    def recording(driver, count, elements, *args, **kw):
+        if driver.__name__ == "_phase_rows_parts":
+            k = kernel_threads._parts(count, elements, kw.get("min_part"), pooled=False)
+            bounds.append(kernel_threads._bounds(count, k))
+        return real(driver, count, elements, *args, **kw)
+    monkeypatch.setattr(im2col_jit, "for_native", recording)
+    c = 3
+    cols, out = maker(kernel, pad, (1, 1), c, img, stride)
+    x = numpy.random.RandomState(4).randn(images, c, *img).astype(numpy.float32)
+    cols.column_buffer(numpy, (c,) + kernel + (images,) + tuple(out), numpy.float32)[...] = 7
+    got = cols.im2col(numpy, x).copy()
+    rows, parts = c * kernel[0], min(int(threads), c * kernel[0])
+    assert bounds == [[rows * i // parts for i in range(parts + 1)]]
+    monkeypatch.setenv("CAFFECLI_JIT", "0")
+    numpy.testing.assert_array_equal(got, cols.im2col(numpy, x))
+
+
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 @pytest.mark.parametrize("kernel,pad,dilation,img,stride",
                          [g + ((1, 1),) for g in GEOMETRIES] + STRIDED)
