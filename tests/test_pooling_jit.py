@@ -4,6 +4,7 @@ import numpy
 import pytest
 
 from caffecli.kernels import jit, pooling, pooling_jit
+from caffecli.kernels import threads as kernel_threads
 from caffecli.kernels.pooling import PoolGeometry
 
 pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
@@ -28,7 +29,13 @@ GEOMETRIES = [  # kernel, stride, pad, input (h, w), ceil rounding
 
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 @pytest.mark.parametrize("kernel,stride,pad,hw,ceil", GEOMETRIES)
-def test_compiled_pooling_matches_the_reference(kernel, stride, pad, hw, ceil, dtype):
+@pytest.mark.parametrize("threads", ["1", "5"])
+def test_compiled_pooling_matches_the_reference(monkeypatch, kernel, stride, pad, hw, ceil,
+                                                dtype, threads):
+    """With 5 threads the 2 images are fewer than the threads: the loops run over the 6
+    image planes (pooling_jit._planes), split in parts of one or two planes."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
     rs = numpy.random.RandomState(3)
     x = rs.randn(2, 3, *hw).astype(dtype)
     x[0, 0, :2, :2] = 1.5                           # ties: the first maximum wins
@@ -338,3 +345,30 @@ def test_within_channel_lrn_default_engine_takes_square_roots():
         out[engine] = net.blob_by_name("y").data.copy()
     numpy.testing.assert_allclose(out["DEFAULT"], out["CAFFE"], rtol=2.4e-7, atol=0)
     assert (out["DEFAULT"] != out["CAFFE"]).mean() < 2e-3
+
+
+@pytest.mark.parametrize("threads,parts", [("1", 1), ("2", 2), ("3", 3), ("8", 3)])
+def test_pooling_splits_by_planes_where_images_are_fewer_than_threads(monkeypatch, threads,
+                                                                      parts):
+    """One image of three channels: its planes go to the threads (at most one part a plane),
+    and the pools read the same values as the reference."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
+    counts = []
+    real = pooling_jit.for_native
+
+    def recording(driver, count, elements, *args, **kw):
+        counts.append(kernel_threads._parts(count, elements, kw.get("min_part"), pooled=False))
+        return real(driver, count, elements, *args, **kw)
+    monkeypatch.setattr(pooling_jit, "for_native", recording)
+    x = numpy.random.RandomState(1).randn(2, 3, 9, 9).astype(numpy.float32)[:1]
+    geo = PoolGeometry((3, 3), (2, 2), (1, 1), (9, 9))
+    top = numpy.empty((1, 3) + tuple(geo.out_hw), numpy.float32)
+    arg = numpy.empty(top.shape, numpy.int32)
+    pooling_jit.max_pool(x, geo, top, arg)
+    ref_top, ref_arg = pooling.max_pool(numpy, x, geo)
+    numpy.testing.assert_array_equal(top, ref_top)
+    numpy.testing.assert_array_equal(arg, ref_arg)
+    pooling_jit.ave_pool(x, geo, top)
+    numpy.testing.assert_allclose(top, pooling.ave_pool(numpy, x, geo), rtol=1e-6)
+    assert counts == [parts, parts]                 # the forward of each pool

@@ -9,7 +9,7 @@ order by a rounding.
 import numpy
 
 from .jit import prange
-from .threads import for_native
+from .threads import for_native, num_threads
 
 FLT_MAX = float(numpy.finfo(numpy.float32).max)
 
@@ -396,9 +396,22 @@ _MAX_BACKWARD_PARTS = _parts_for("max_backward", _MAX_BACKWARD, _max_backward_pa
 _AVE_FORWARD_PARTS = _parts_for("ave_forward", _AVE_FORWARD, _ave_forward_parts)
 
 
+def _planes(*arrays):
+    """The (N, C, H, W) arrays viewed as (N * C, 1, H, W) where the images are fewer than the
+    threads (C-ordered, as the kernels take them: views, not copies), else as they are. The
+    kernels' loops over images and channels run alike over planes, and a split of the planes
+    keeps every thread busy: ResNet-50's pooling at batch 1 ran on one thread (2 cores, in the
+    pass: 0.77 -> 0.60 ms). Where the images are enough, the split by images stays: by planes
+    LeNet's 8x8 pool2 ran 65 -> 83 us on 2 cores."""
+    if arrays[0].shape[0] >= num_threads():
+        return arrays
+    return [a.reshape((-1, 1) + a.shape[2:]) for a in arrays]
+
+
 def max_pool(x, geo, top, arg):
     """top, arg (winning kernel offset, -1 for none) of MAX pooling ``x``, written in place;
-    the images split across numba's threads (as are the other three)."""
+    the image planes split across numba's threads (as are the other three)."""
+    x, top, arg = _planes(x, top, arg)
     for_native(_for_window(_MAX_FORWARD_PARTS, geo), x.shape[0], x.size, x, *_geometry(geo),
                top, arg)
 
@@ -407,6 +420,7 @@ def max_pool_backward(dtop, arg, geo, dx):
     """dx = MAX pooling's gradient of dtop at the winners ``arg``; whether any window had none
     (-1: for Caffe's spill, layers/pooling.py)."""
     kh, kw, sh, sw, ph, pw = _geometry(geo)
+    dtop, arg, dx = _planes(dtop, arg, dx)
     empty = numpy.empty(dx.shape[0], numpy.uint8)
     for_native(_for_window(_MAX_BACKWARD_PARTS, geo), dx.shape[0], dx.size, dtop, arg, kw, sh,
                sw, ph, pw, dx, empty)
@@ -414,9 +428,11 @@ def max_pool_backward(dtop, arg, geo, dx):
 
 
 def ave_pool(x, geo, top):
+    x, top = _planes(x, top)
     for_native(_for_window(_AVE_FORWARD_PARTS, geo), x.shape[0], x.size, x, *_geometry(geo),
                top)
 
 
 def ave_pool_backward(dtop, geo, dx):
+    dtop, dx = _planes(dtop, dx)
     for_native(_ave_backward_parts, dx.shape[0], dx.size, dtop, *_geometry(geo), dx)
