@@ -91,6 +91,35 @@ def test_compiled_im2col_is_numpys(monkeypatch, dtype, kernel, pad, dilation, im
     numpy.testing.assert_array_equal(got, cols.im2col(numpy, x))
 
 
+@pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
+@pytest.mark.parametrize("kernel,pad,dilation,img,stride", STRIDED)
+@pytest.mark.parametrize("threads", ["1", "2", "5"])
+def test_strided_col2im_splits_by_bands_of_rows(monkeypatch, dtype, kernel, pad, dilation, img,
+                                                stride, threads):
+    """A strided col2im split by channels, with fewer than BAND_PARTS channels a thread, goes
+    to the threads in (channel, band of image rows) units: numpy's bits for any split, the
+    output's stale values overwritten."""
+    monkeypatch.setenv("OMP_NUM_THREADS", threads)
+    monkeypatch.setattr(kernel_threads, "MIN_PART_ELEMENTS", 1)
+    units = []
+    real = im2col_jit.for_native
+
+    def recording(driver, count, *args, **kw):
+        if driver.__name__ == "_phased_bands_parts":
+            units.append((count, args[1]))
+        return real(driver, count, *args, **kw)
+    monkeypatch.setattr(im2col_jit, "for_native", recording)
+    n, c = 2, 3
+    cols, out = maker(kernel, pad, dilation, c, img, stride)
+    col = numpy.random.RandomState(6).randn(c, *kernel, n, *out).astype(dtype)
+    got = cols.col2im(numpy, col, numpy.full((n, c) + img, 7, dtype))
+    bands = min(img[0], -(-im2col_jit.BAND_PARTS * int(threads) // c))
+    assert units == [(c * bands, bands)]
+    monkeypatch.setenv("CAFFECLI_JIT", "0")
+    want = cols.col2im(numpy, col, numpy.empty((n, c) + img, dtype))
+    numpy.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("kernel,pad,img,stride,images", [
     ((11, 11), (0, 0), (27, 27), (4, 4), 1),   # CaffeNet's conv1 shrunk: one image a chunk
     ((3, 3), (1, 1), (7, 8), (2, 2), 2)])
