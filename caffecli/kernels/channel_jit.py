@@ -338,4 +338,3 @@ def split_images_first(src, bias, y):
     with_bias = bias is not None
     for_native(_images_first_parts, y.shape[1], y.size, src,
                bias if with_bias else numpy.zeros(1, src.dtype), with_bias, y)
-
