@@ -211,7 +211,7 @@ def test_kernels_from_other_modules_are_compiled_and_keyed():
     linked = jit._linked(conv_jit._columns)
     assert set(linked.foreign) == {im2col_jit._strided_rows, im2col_jit._phase_rows,
                                    im2col_jit._window_rows, im2col_jit._im2col,
-                                   im2col_jit._run_rows}
+                                   im2col_jit._run_rows, im2col_jit._phases_read}
     assert jit._linked(im2col_jit._im2col).foreign == ()
 
 
