@@ -155,6 +155,10 @@ def test_images_are_chosen_for_narrow_kernels_and_small_maps(spec, shape, by_ima
     ("num_output: 256 kernel_size: 5 pad: 2 group: 2", (10, 96, 27, 27), False),  # CaffeNet's
     ("num_output: 20 kernel_size: 5", (64, 1, 28, 28), False),   # LeNet conv1: all by image
     ("num_output: 8 kernel_size: 1", (2, 40, 9, 9), False),                    # 1x1
+    ("num_output: 128 kernel_size: 1 stride: 2", (2, 256, 28, 28), False),  # a strided 1x1
+    ("num_output: 64 kernel_size: 5 pad: 2", (10, 32, 14, 14), True),      # 200 KB of filters
+    ("num_output: 128 kernel_size: 5 pad: 2", (10, 48, 7, 7), False),      # 600 KB
+    ("num_output: 512 kernel_size: 3 pad: 1", (1, 512, 2, 2), False),      # 9 MB on a 2x2 map
 ])
 def test_input_gradient_alone_by_image_for_small_products(spec, shape, down):
     layer = make_layer('type: "Convolution" convolution_param { %s }' % spec)

@@ -24,6 +24,14 @@ DOWN_MAX_MACS = 1 << 24     # multiply-adds of one image's input gradient (a gro
                             # it to run image by image (conv_jit) where the rest stays batched:
                             # LeNet's conv2 (1.6M) 2.75 -> 2.53 ms, CIFAR-10's conv2 (6.6M) 20.7 ->
                             # 16.5 ms; CaffeNet's conv2 (118M) 55 -> 79 ms (2-core EPYC)
+DOWN_MAX_FILTER_BYTES = 1 << 18  # and its filters at most this size, its kernel wider than
+                                 # 1x1: each image reads the filters again, and a 1x1 kernel's
+                                 # col2im adds no overlapping windows for one image's columns in
+                                 # cache to save. Per layer in the pass (2-core EPYC), by image
+                                 # against batched: GoogLeNet's 5x5s of 400 and 600 KB 1.05-1.15x
+                                 # at batch 10 and 32, ResNet-50's strided 1x1s 1.4-3.5x, its
+                                 # 2-9 MB filters on 32x32 inputs 1.6-17x (the pass 63.5 -> 35.6
+                                 # ms); 5x5s of 50-200 KB 0.61-1.08x
 BY_IMAGE_MIN_GRID = 2048    # positions of one image's grid from which the im2col path runs a
                             # chunk of one image (Caffe's layout: no move of the input, the
                             # product or dy, one image's columns in cache), or from
@@ -82,6 +90,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
         self.down_by_image = (
             not (self.by_image or self.winograd or self.pointwise)
             and self.kernel_dim * self.num_output // g * prod(self.out_shape) <= DOWN_MAX_MACS
+            and prod(self.kernel) > 1
+            and self.blobs[0].count() * self.blobs[0].dtype.itemsize <= DOWN_MAX_FILTER_BYTES
             and self._conv_jit_takes())
         plane = prod(self.cols.padded) * self.channels * self.blobs[0].dtype.itemsize
         self.by_position = (self.num_spatial == 2 and not self.pointwise
