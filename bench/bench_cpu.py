@@ -12,16 +12,17 @@ Run by hand from the repository root (PyTorch is not a dependency of caffecli):
     python bench/bench_cpu.py     # --nets lenet,caffenet --rounds 3 --iterations 3 --by-type
 
 Both sides compute every gradient (inputs and parameters: force_backward on caffecli's net,
-requires_grad on torch's input), TRAIN phase, the nets' own batch sizes. PyTorch runs a twin
-built from caffecli's own records of the net (same layers, shapes, groups, pads, ceil-mode
-pooling), so both do the same work. Each side runs ``--iterations`` timed passes after a
-warm-up, in ``--rounds`` alternating rounds; the figures are medians. The GEMM-only limit is the
-net's GEMM multiply-adds x 2 over the sgemm rate (a 2048^3 sgemm through scipy's BLAS, as the
-layers call it): the time the products alone would take at that rate. The rate is measured again
-in each of a net's rounds, and its median there sets that net's limit (column ``sgemm``): a
-machine whose speed drifts during the run (a shared or throttled host) moves both together.
-With more than one round, each net's line is followed by each round's own ratio and multiple of
-the limit (that round's medians, that round's sgemm rate): their spread is the host's noise.
+requires_grad on torch's input) from ones at the outputs, TRAIN phase, the nets' own batch
+sizes. PyTorch runs a twin built from caffecli's own records of the net (same layers, shapes,
+groups, pads, ceil-mode pooling), so both do the same work. Each side runs ``--iterations``
+timed passes after a warm-up, in ``--rounds`` alternating rounds; the figures are medians. The
+GEMM-only limit is the net's GEMM multiply-adds x 2 over the sgemm rate (a 2048^3 sgemm through
+scipy's BLAS, as the layers call it): the time the products alone would take at that rate. The
+rate is measured again in each of a net's rounds, and its median there sets that net's limit
+(column ``sgemm``): a machine whose speed drifts during the run (a shared or throttled host)
+moves both together. With more than one round, each net's line is followed by each round's own
+ratio and multiple of the limit (that round's medians, that round's sgemm rate): their spread is
+the host's noise.
 """
 import argparse
 import collections
@@ -139,6 +140,8 @@ def caffecli_net(path, batch=None):
     net = Net(param, TRAIN, log=False)
     for blob in net.input_blobs:
         blob.data[...] = numpy.random.rand(*blob.shape)
+    for blob in net.output_blobs:   # the gradient PyTorch's side starts from (ones, not zeros)
+        blob.diff[...] = 1
     return net
 
 
