@@ -31,6 +31,8 @@ LIMITS = {
     (_base_conv, "COL_CHUNK_ELEMENTS"): [1 << 25, 1, 200, 5000],
     (convolution, "DOWN_MAX_MACS"): [1 << 24, 0, 1 << 40],
     (convolution, "DOWN_MAX_FILTER_BYTES"): [1 << 18, 0, 1 << 40],
+    (convolution, "NARROW_MAX_ROWS"): [32, 1 << 40],
+    (convolution, "NARROW_MAX_COLUMNS"): [1 << 22, 0],
     (convolution, "POSITION_MIN_CHANNELS"): [8, 1, 1 << 40],
     (convolution, "POSITION_MAX_PLANE"): [1 << 16, 0, 1 << 40],
     (convolution, "BY_IMAGE_MIN_GRID"): [2048, 1, 1 << 40],

@@ -149,6 +149,21 @@ def test_images_are_chosen_for_narrow_kernels_and_small_maps(spec, shape, by_ima
     assert layer.kernel_dim <= _base_conv.IMAGE_MAX_INNER or not by_image
 
 
+@pytest.mark.parametrize("small", [blas_blocks.SMALL_MACS, 0])
+@pytest.mark.parametrize("spec,shape,narrow", [
+    ("num_output: 32 kernel_size: 5 pad: 2", (100, 32, 16, 16), True),   # CIFAR-10's conv2
+    ("num_output: 32 kernel_size: 5 pad: 2", (10, 16, 28, 28), False),   # columns 12.5 MB
+    ("num_output: 64 kernel_size: 5 pad: 2", (100, 32, 8, 8), False),    # its conv3: 64 filters
+])
+def test_narrow_layers_over_many_columns_run_by_image(spec, shape, narrow, small, monkeypatch):
+    """Few filters over more columns than cache holds run image by image where BLAS has its
+    small-matrix kernels, and stay batched where it has not."""
+    monkeypatch.setattr(blas_blocks, "small_macs", lambda: small)
+    layer = make_layer('type: "Convolution" convolution_param { %s }' % spec)
+    layer.SetUp([Blob(shape)], [Blob()])
+    assert layer.by_image == (narrow and bool(small) and layer._conv_jit_takes())
+
+
 @pytest.mark.parametrize("spec,shape,down", [
     ("num_output: 50 kernel_size: 5", (64, 20, 12, 12), True),                 # LeNet conv2
     ("num_output: 32 kernel_size: 5 pad: 2", (100, 32, 16, 16), True),         # CIFAR-10 conv2
@@ -160,7 +175,8 @@ def test_images_are_chosen_for_narrow_kernels_and_small_maps(spec, shape, by_ima
     ("num_output: 128 kernel_size: 5 pad: 2", (10, 48, 7, 7), False),      # 600 KB
     ("num_output: 512 kernel_size: 3 pad: 1", (1, 512, 2, 2), False),      # 9 MB on a 2x2 map
 ])
-def test_input_gradient_alone_by_image_for_small_products(spec, shape, down):
+def test_input_gradient_alone_by_image_for_small_products(spec, shape, down, monkeypatch):
+    monkeypatch.setattr(blas_blocks, "small_macs", lambda: 0)   # CIFAR-10's conv2 stays batched
     layer = make_layer('type: "Convolution" convolution_param { %s }' % spec)
     bottom, top = [Blob(shape)], [Blob()]
     layer.SetUp(bottom, top)

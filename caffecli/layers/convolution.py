@@ -2,7 +2,7 @@
 (Caffe's conv_layer), Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``, or
 products image by image in compiled code for narrow kernels on small maps (kernels/conv_jit)."""
 
-from ..kernels import conv_jit, device, im2col_jit, jit, relu_jit, winograd
+from ..kernels import blas_blocks, conv_jit, device, im2col_jit, jit, relu_jit, winograd
 from ..kernels import im2col as ic
 from ..kernels.gemm import gemm_stack
 from ..kernels.threads import for_parts
@@ -32,6 +32,14 @@ DOWN_MAX_FILTER_BYTES = 1 << 18  # and its filters at most this size, its kernel
                                  # at batch 10 and 32, ResNet-50's strided 1x1s 1.4-3.5x, its
                                  # 2-9 MB filters on 32x32 inputs 1.6-17x (the pass 63.5 -> 35.6
                                  # ms); 5x5s of 50-200 KB 0.61-1.08x
+NARROW_MAX_ROWS = 32        # filters a group at most, and columns of a chunk more than
+NARROW_MAX_COLUMNS = 1 << 22  # this, for a layer to run image by image where BLAS has its
+                            # small-matrix kernels: the batched product streams its columns from
+                            # memory (2 flops a value a filter). CIFAR-10's conv2 (32 filters, 82
+                            # MB of columns at batch 100) forward-backward in the pass, SkylakeX's
+                            # kernels (2-core EPYC): 18.7-19.1 -> 16.3-16.6 ms. With Haswell's,
+                            # image by image ran level (25.4 against 26.0) and chunks of 8 MB of
+                            # columns 0.85x or 1.06x by the process: left batched there
 BY_IMAGE_MIN_GRID = 2048    # positions of one image's grid from which the im2col path runs a
                             # chunk of one image (Caffe's layout: no move of the input, the
                             # product or dy, one image's columns in cache), or from
@@ -82,7 +90,8 @@ class ConvolutionLayer(BaseConvolutionLayer):
         if self.winograd:
             per_item = 16 * max(self.channels, self.num_output) * tiles
             self.chunk = max(1, min(self.chunk, COL_CHUNK_ELEMENTS // per_item))
-        self.by_image = not (self.winograd or self.pointwise) and self._images_pay()
+        self.by_image = not (self.winograd or self.pointwise) and (
+            self._images_pay() or self._narrow_images())
         self.wide_by_image = not (self.winograd or self.by_image) and self._wide_by_image()
         if self.wide_by_image:
             self.chunk = 1
@@ -97,6 +106,15 @@ class ConvolutionLayer(BaseConvolutionLayer):
         self.by_position = (self.num_spatial == 2 and not self.pointwise
                             and self.channels // g >= POSITION_MIN_CHANNELS
                             and plane <= POSITION_MAX_PLANE)
+
+    def _narrow_images(self):
+        """Whether few filters a group (NARROW_MAX_ROWS) would make the batched product stream
+        more columns than cache holds (NARROW_MAX_COLUMNS) from memory, where BLAS has the
+        small-matrix kernels (blas_blocks.small_macs) that run one image's products well."""
+        columns = self.kernel_dim * self.group * prod(self.out_shape) * self.chunk
+        return (self.num_output // self.group <= NARROW_MAX_ROWS
+                and columns > NARROW_MAX_COLUMNS and bool(blas_blocks.small_macs())
+                and self._conv_jit_takes())
 
     def _wide_by_image(self):
         """Whether one image's products are wide enough to run alone: BY_IMAGE_MIN_GRID
