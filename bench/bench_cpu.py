@@ -425,7 +425,8 @@ def update_ms(path, reps=5):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nets", default="lenet,caffenet,googlenet,resnet50",
-                        help="of " + ",".join(NETS) + " (the CIFAR-10 nets at batch 100)")
+                        help="of " + ",".join(NETS) + " (the CIFAR-10 nets at batch 100); "
+                        "NET:BATCH sets another batch (resnet50:8)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per net")
     parser.add_argument("--iterations", type=int, default=3, help="timed passes per round")
     parser.add_argument("--by-type", action="store_true",
@@ -452,8 +453,13 @@ def main(argv=None):
     print("%-13s %6s %10s %10s %7s %10s %8s %7s %9s %10s" % (
         "net", "batch", "caffecli", "pytorch", "ratio", "GEMM-only", "x limit", "sgemm",
         "peak MB", "caffe"))
-    for name in args.nets.split(","):
-        net = caffecli_net(NETS[name], BATCH.get(name))
+    for spec in args.nets.split(","):
+        name, _, size = spec.partition(":")
+        if name not in NETS or (size and not size.isdigit()):
+            raise SystemExit("no net %r: --nets takes NET or NET:BATCH, NET of %s"
+                             % (spec, ",".join(NETS)))
+        batch = int(size) if size else BATCH.get(name)
+        net = caffecli_net(NETS[name], batch)
         twin = torch_twin(net)
         caffecli_pass(net)
         twin()
@@ -465,7 +471,7 @@ def main(argv=None):
         mine, other = statistics.median(ours) * 1e3, statistics.median(theirs) * 1e3
         net_rate = statistics.median(rates)
         limit = 2.0 * gemm_macs(net) / (net_rate * 1e9) * 1e3
-        real = None if name in BATCH else caffe_ms(NETS[name], args.iterations)
+        real = None if batch is not None else caffe_ms(NETS[name], args.iterations)
         print("%-13s %6d %10.1f %10.1f %6.2fx %10.1f %7.2fx %7.0f %9.1f %10s" % (
             name, net.input_blobs[0].shape[0], mine, other, mine / other, limit, mine / limit,
             net_rate, peak_alloc_mb(net), "-" if real is None else "%.1f" % real))
