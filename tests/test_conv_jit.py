@@ -154,10 +154,11 @@ def test_images_are_chosen_for_narrow_kernels_and_small_maps(spec, shape, by_ima
     ("num_output: 32 kernel_size: 5 pad: 2", (100, 32, 16, 16), True),   # CIFAR-10's conv2
     ("num_output: 32 kernel_size: 5 pad: 2", (10, 16, 28, 28), False),   # columns 12.5 MB
     ("num_output: 64 kernel_size: 5 pad: 2", (100, 32, 8, 8), False),    # its conv3: 64 filters
+    ("num_output: 32 kernel_size: 5 pad: 2", (8, 16, 112, 112), False),  # 20 MB an image
 ])
 def test_narrow_layers_over_many_columns_run_by_image(spec, shape, narrow, small, monkeypatch):
-    """Few filters over more columns than cache holds run image by image where BLAS has its
-    small-matrix kernels, and stay batched where it has not."""
+    """Few filters over more columns than cache holds (one image's within it) run image by
+    image where BLAS has its small-matrix kernels, and stay batched where it has not."""
     monkeypatch.setattr(blas_blocks, "small_macs", lambda: small)
     layer = make_layer('type: "Convolution" convolution_param { %s }' % spec)
     layer.SetUp([Blob(shape)], [Blob()])

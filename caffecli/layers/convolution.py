@@ -32,14 +32,16 @@ DOWN_MAX_FILTER_BYTES = 1 << 18  # and its filters at most this size, its kernel
                                  # at batch 10 and 32, ResNet-50's strided 1x1s 1.4-3.5x, its
                                  # 2-9 MB filters on 32x32 inputs 1.6-17x (the pass 63.5 -> 35.6
                                  # ms); 5x5s of 50-200 KB 0.61-1.08x
-NARROW_MAX_ROWS = 32        # filters a group at most, and columns of a chunk more than
-NARROW_MAX_COLUMNS = 1 << 22  # this, for a layer to run image by image where BLAS has its
-                            # small-matrix kernels: the batched product streams its columns from
-                            # memory (2 flops a value a filter). CIFAR-10's conv2 (32 filters, 82
-                            # MB of columns at batch 100) forward-backward in the pass, SkylakeX's
-                            # kernels (2-core EPYC): 18.7-19.1 -> 16.3-16.6 ms. With Haswell's,
-                            # image by image ran level (25.4 against 26.0) and chunks of 8 MB of
-                            # columns 0.85x or 1.06x by the process: left batched there
+NARROW_MAX_ROWS = 32        # filters a group at most, columns of a chunk more than this and
+NARROW_MAX_COLUMNS = 1 << 22  # one image's at most, for a layer to run image by image where BLAS
+                            # has its small-matrix kernels: the batched product streams its
+                            # columns from memory (2 flops a value a filter). SkylakeX's kernels
+                            # (2-core EPYC), forward-backward: CIFAR-10's conv2 (32 filters, 82 MB
+                            # of columns at batch 100) in the pass 18.7-19.1 -> 16.3-16.6 ms; alone,
+                            # against the batched path, 32 and 16 filters over 5-10 MB an image
+                            # 0.69-1.03x, over 20 MB an image 1.05x. With Haswell's kernels image
+                            # by image ran 25.4 ms (batched 24.9-26.2) and 8 MB chunks of columns
+                            # 0.86x or 1.04-1.07x by the process: left batched there
 BY_IMAGE_MIN_GRID = 2048    # positions of one image's grid from which the im2col path runs a
                             # chunk of one image (Caffe's layout: no move of the input, the
                             # product or dy, one image's columns in cache), or from
@@ -109,12 +111,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
 
     def _narrow_images(self):
         """Whether few filters a group (NARROW_MAX_ROWS) would make the batched product stream
-        more columns than cache holds (NARROW_MAX_COLUMNS) from memory, where BLAS has the
-        small-matrix kernels (blas_blocks.small_macs) that run one image's products well."""
-        columns = self.kernel_dim * self.group * prod(self.out_shape) * self.chunk
+        more columns than cache holds (NARROW_MAX_COLUMNS) from memory while one image's fit
+        it, where BLAS has the small-matrix kernels (blas_blocks.small_macs) that run one
+        image's products well."""
+        image = self.kernel_dim * self.group * prod(self.out_shape)
         return (self.num_output // self.group <= NARROW_MAX_ROWS
-                and columns > NARROW_MAX_COLUMNS and bool(blas_blocks.small_macs())
-                and self._conv_jit_takes())
+                and image <= NARROW_MAX_COLUMNS < image * self.chunk
+                and bool(blas_blocks.small_macs()) and self._conv_jit_takes())
 
     def _wide_by_image(self):
         """Whether one image's products are wide enough to run alone: BY_IMAGE_MIN_GRID
