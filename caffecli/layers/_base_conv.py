@@ -352,10 +352,13 @@ class BaseConvolutionLayer(Layer):
         the input itself (one image) or its transpose."""
         self.pointwise = (not self.reverse and all(k == 1 for k in self.kernel)
                           and all(s == 1 for s in self.stride) and not any(self.pad))
-        per_item = self.kernel_dim * self.group * prod(self.cols.grid_shape)
-        self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(per_item, 1)))
+        self.chunk = max(1, min(self.num, COL_CHUNK_ELEMENTS // max(self._image_columns(), 1)))
         # the columns of the last forward stay valid for the weight gradient
         self._cached = False
+
+    def _image_columns(self):
+        """Values of one image's columns, every group's."""
+        return self.kernel_dim * self.group * prod(self.cols.grid_shape)
 
     def _conv_jit_takes(self):
         """Whether kernels/conv_jit.py can run this layer image by image: 2-D, compiled

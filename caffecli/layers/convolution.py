@@ -114,7 +114,7 @@ class ConvolutionLayer(BaseConvolutionLayer):
         more columns than cache holds (NARROW_MAX_COLUMNS) from memory while one image's fit
         it, where BLAS has the small-matrix kernels (blas_blocks.small_macs) that run one
         image's products well."""
-        image = self.kernel_dim * self.group * prod(self.out_shape)
+        image = self._image_columns()
         return (self.num_output // self.group <= NARROW_MAX_ROWS
                 and image <= NARROW_MAX_COLUMNS < image * self.chunk
                 and bool(blas_blocks.small_macs()) and self._conv_jit_takes())
