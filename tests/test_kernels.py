@@ -520,6 +520,7 @@ def _skinny_results(monkeypatch, a, b, out_shape, dtype):
     bit)."""
     from caffecli.kernels import gemm as gemm_mod
     monkeypatch.setattr(skinny_jit, "MIN_WEIGHTS", 1)
+    monkeypatch.setattr(skinny_jit, "MIN_WEIGHTS_ONE_ROW", 1)
     monkeypatch.setattr(skinny_jit, "CHUNK", 64)
     monkeypatch.setattr(skinny_jit, "GROUP", 6)
     monkeypatch.setattr(gemm_mod, "_host_gemm", lambda *a: 1 / 0)   # not BLAS
@@ -628,6 +629,23 @@ def test_skinny_products_only_where_they_pay(monkeypatch):
     assert not skinny_jit.applies_rows(numpy.ones((13, 12), numpy.float32), w,
                                        numpy.empty((13, 10), numpy.float32))
     assert not skinny_jit.applies_rows(dy, w[:, :8], dx[:, :8])    # too small
+    monkeypatch.setattr(skinny_jit, "MIN_WEIGHTS_ONE_ROW", 121)
+    assert not skinny_jit.applies(a[:1], w.T, out[:1])     # one row: gemv's size from 121
+    assert skinny_jit.applies(a[:2], w.T, out[:2]) == jit.usable(a)
+
+
+def test_skinny_products_take_weights_that_leave_the_caches():
+    """From 2 MB of weights with two rows or more (CaffeNet's fc8 at batch 10, ResNet-50's
+    fc1000 at batch 2), from 16 MB for one row; LeNet's ip1 (1.6 MB) stays with BLAS."""
+    def takes(rows, outputs, inputs):
+        a = numpy.ones((rows, inputs), numpy.float32)
+        w = numpy.ones((outputs, inputs), numpy.float32)
+        return skinny_jit.applies(a, w.T, numpy.empty((rows, outputs), numpy.float32))
+    if not jit.INSTALLED:
+        pytest.skip("numba is not installed")
+    assert takes(10, 1000, 4096) and takes(2, 1000, 2048) and takes(10, 1000, 1024)
+    assert not takes(8, 500, 800)
+    assert not takes(1, 1000, 2048) and takes(1, 4096, 4096)
 
 
 @pytest.mark.parametrize("first,early", [("import caffecli", False),

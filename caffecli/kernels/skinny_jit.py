@@ -34,7 +34,17 @@ from .threads import for_native, num_threads
 MAX_ROWS = 16          # rows of a: more make the product compute-bound, BLAS's case
 MIN_ROWS_GRADIENT = 2  # one row: BLAS's gemv-like product streams faster than the chunks
 MAX_ROWS_GRADIENT = 12  # at 16 rows the input gradient is level with BLAS
-MIN_WEIGHTS = 1 << 22  # values of w (16 MB in float32): smaller ones stay in cache for BLAS
+MIN_WEIGHTS = 1 << 19  # values of w (2 MB in float32) for two rows of a or more: in a pass the
+                       # other layers' data push larger ones out of the caches, where these
+                       # loops stream them faster than BLAS (2-core EPYC, in the pass: CaffeNet's
+                       # fc8, 4M values, forward 1.21 -> 0.61 ms and backward 2.05 -> 1.57 ms at
+                       # batch 10; ResNet-50's fc1000 at batch 2 0.41 -> 0.22 and 0.81 -> 0.61;
+                       # GoogLeNet's classifier, 1M, 0.34 -> 0.23 and 0.59 -> 0.50). Below it a
+                       # small net's weights stay in cache: LeNet's ip1 (400K) at batch 8 ran
+                       # 1.38x slower in these loops with SkylakeX's kernels
+MIN_WEIGHTS_ONE_ROW = 1 << 22  # for one row (16 MB): BLAS's gemv runs smaller ones as fast or
+                       # faster (ResNet-50's fc1000 at batch 1 1.09x, GoogLeNet's classifier
+                       # 1.24x slower in these loops)
 CHUNK = 1 << 16        # forward: columns per chunk at most (whole rows for every zoo net)
 ROWS_CHUNK = 1024      # input gradient: columns per chunk (4 rows of w, the partial sums), fewer
                        # where the threads would otherwise not all get one (the bits do not
@@ -228,7 +238,8 @@ def _rows(a, w, k0, k1, out, part, chunk, group):
 
 
 def _operands(a, b, out, rows):
-    return (a.ndim == 2 and 0 < a.shape[0] <= rows and b.size >= MIN_WEIGHTS
+    return (a.ndim == 2 and 0 < a.shape[0] <= rows
+            and b.size >= (MIN_WEIGHTS_ONE_ROW if a.shape[0] == 1 else MIN_WEIGHTS)
             and a.dtype == b.dtype == out.dtype)
 
 
