@@ -53,9 +53,10 @@ def _forward(x, w, bias, rectify, slope, kh, kw, sh, sw, dh, dw, ph, pw, small, 
         if bias.size or rectify:
             for c in range(m):
                 plane = flat[i, c]
-                b = bias[c] if bias.size else 0
                 for t in range(size):
-                    v = plane[t] + b
+                    v = plane[t]
+                    if bias.size:   # in the data's type: the sum rounds before the ReLU
+                        v = v + bias[c]
                     if rectify:
                         v = (0.0 if v < 0 else v) + slope * (0.0 if v > 0 else v)
                     plane[t] = v
