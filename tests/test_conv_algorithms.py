@@ -2,7 +2,8 @@
 pads, dilations, several bottoms), each with a random setting of the limits by which the layers
 choose their algorithm (Winograd, image by image, the input gradient by image or by output
 position, batched columns in chunks, wide grids one image a chunk, 1x1 as plain products),
-against a direct sum over the kernel's offsets: forward, input, weight and bias gradients."""
+against a direct sum over the kernel's offsets: forward, input, weight and bias gradients.
+Depthwise layers (one input channel a group) plane by plane too."""
 import itertools
 import random
 
@@ -38,6 +39,7 @@ LIMITS = {
     (convolution, "BY_IMAGE_MIN_GRID"): [2048, 1, 1 << 40],
     (convolution, "BY_IMAGE_MIN_GRID_WIDE"): [512, 1],
     (convolution, "BY_IMAGE_MIN_ROWS"): [128, 1],
+    (convolution, "DEPTHWISE_MIN_GROUPS"): [2, 1, 1 << 40],
 }
 
 
@@ -211,12 +213,12 @@ def test_the_cases_take_every_algorithm(monkeypatch):
             layer = build(*draw(case)[:5], m)[0]
         chunked = layer.chunk < layer.num
         for name in ("winograd", "by_image", "down_by_image", "by_position", "pointwise",
-                     "wide_by_image"):
+                     "wide_by_image", "depthwise"):
             if getattr(layer, name, False):
                 taken.add(name + (" in chunks" if chunked else ""))
         taken.add(("columns", layer.type, "in chunks" if chunked else "whole"))
     want = {"winograd", "winograd in chunks", "by_image", "down_by_image", "by_position",
-            "pointwise", "pointwise in chunks", "wide_by_image in chunks",
+            "pointwise", "pointwise in chunks", "wide_by_image in chunks", "depthwise",
             ("columns", "Convolution", "whole"),
             ("columns", "Convolution", "in chunks"), ("columns", "Deconvolution", "whole"),
             ("columns", "Deconvolution", "in chunks")}

@@ -1,8 +1,11 @@
 """Convolution: im2col and grouped GEMMs over a chunk of images, a plain GEMM for 1x1 kernels
-(Caffe's conv_layer), Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``, or
-products image by image in compiled code for narrow kernels on small maps (kernels/conv_jit)."""
+(Caffe's conv_layer), Winograd's F(2x2, 3x3) for 3x3 kernels with ``engine: DEFAULT``, products
+image by image in compiled code for narrow kernels on small maps (kernels/conv_jit), or, for a
+depthwise layer (one input channel a group) with ``engine: DEFAULT``, compiled loops plane by
+plane (kernels/depthwise_jit)."""
 
-from ..kernels import blas_blocks, conv_jit, device, im2col_jit, jit, relu_jit, winograd
+from ..kernels import (blas_blocks, conv_jit, depthwise_jit, device, im2col_jit, jit, relu_jit,
+                       winograd)
 from ..kernels import im2col as ic
 from ..kernels.gemm import gemm_stack
 from ..kernels.threads import for_parts
@@ -52,6 +55,12 @@ BY_IMAGE_MIN_FILTER_VALUES = 1 << 16  # pass, 2-core EPYC Zen 5, per layer: Caff
                             # 0.82-0.85x, ResNet-50's at batch 8 res2 1x1s 0.74-0.78x, res3 1x1s
                             # 0.91-0.93x; GoogLeNet's inception_3a/3b (784 positions, narrower
                             # filters) 1.1-1.6x slower
+DEPTHWISE_MIN_GROUPS = 2    # groups of one input channel (group = channels) from which a layer
+                            # runs plane by plane (kernels/depthwise_jit.py): MobileNet's 3x3s at
+                            # batch 4 (2-core EPYC, alone, forward / backward) 112x112 2.06 ->
+                            # 0.30 / 4.0 -> 0.9 ms, stride 2 1.2 -> 0.66 / 3.0 -> 2.0, 14x14 0.49
+                            # -> 0.31 / 1.5 -> 0.8, 7x7 0.66 -> 0.38 / 2.0 -> 1.25; one group
+                            # (LeNet's conv1, 20 outputs of 5x5) ran 1.3x / 1.5x slower
 POSITION_MIN_CHANNELS = 8   # per group: on fewer, col2im by output position adds runs too short
 POSITION_MAX_PLANE = 1 << 16  # bytes of one image's padded gradient, every channel: col2im by
                               # position sums it in one plane, which runs slower than col2im's
@@ -92,20 +101,25 @@ class ConvolutionLayer(BaseConvolutionLayer):
         if self.winograd:
             per_item = 16 * max(self.channels, self.num_output) * tiles
             self.chunk = max(1, min(self.chunk, COL_CHUNK_ELEMENTS // per_item))
-        self.by_image = not (self.winograd or self.pointwise) and (
+        # one input channel a group (MobileNet's depthwise layers): kernels/depthwise_jit.py
+        self.depthwise = (jit.INSTALLED and p.engine == p.DEFAULT and self.num_spatial == 2
+                          and self.group >= DEPTHWISE_MIN_GROUPS
+                          and self.channels == self.group and not self.pointwise)
+        self.by_image = not (self.winograd or self.pointwise or self.depthwise) and (
             self._images_pay() or self._narrow_images())
-        self.wide_by_image = not (self.winograd or self.by_image) and self._wide_by_image()
+        self.wide_by_image = not (self.winograd or self.by_image or self.depthwise) \
+            and self._wide_by_image()
         if self.wide_by_image:
             self.chunk = 1
         # the input gradient alone image by image (the weight gradient's batched columns stay)
         self.down_by_image = (
-            not (self.by_image or self.winograd or self.pointwise)
+            not (self.by_image or self.winograd or self.pointwise or self.depthwise)
             and self.kernel_dim * self.num_output // g * prod(self.out_shape) <= DOWN_MAX_MACS
             and prod(self.kernel) > 1
             and self.blobs[0].count() * self.blobs[0].dtype.itemsize <= DOWN_MAX_FILTER_BYTES
             and self._conv_jit_takes())
         plane = prod(self.cols.padded) * self.channels * self.blobs[0].dtype.itemsize
-        self.by_position = (self.num_spatial == 2 and not self.pointwise
+        self.by_position = (self.num_spatial == 2 and not (self.pointwise or self.depthwise)
                             and self.channels // g >= POSITION_MIN_CHANNELS
                             and plane <= POSITION_MAX_PLANE)
 
@@ -240,6 +254,13 @@ class ConvolutionLayer(BaseConvolutionLayer):
         for b, t in zip(bottom, top):
             x = b.data.reshape(self._image_shape())
             y = t.data.reshape(self.num, m, P)
+            if self.depthwise and jit.usable(x, y, w):   # bias and ReLU in the same pass
+                depthwise_jit.forward(x, self.weights[0].data,
+                                      self.weights[1].data if self.bias_term else None, relu,
+                                      self.stride, self.dilation, self.pad,
+                                      y.reshape((self.num, m) + tuple(self.out_shape)))
+                images_done = True
+                continue
             if self.by_image and jit.usable(x, y, w):   # bias and ReLU in the same pass
                 conv_jit.forward(x, w, self.weights[1].data if self.bias_term else None, relu,
                                  *self._geometry(),
@@ -283,10 +304,16 @@ class ConvolutionLayer(BaseConvolutionLayer):
             x = b.data.reshape(self._image_shape())
             dx = b.diff.reshape(self._image_shape())
             wdiff = self.weights[0].diff.reshape(w.shape)
+            dy4 = dy.reshape((self.num, m) + tuple(self.out_shape))
+            if self.depthwise and jit.usable(x, dy, w, dx, wdiff):
+                depthwise_jit.backward(x, dy4, self.weights[0].data, self.stride, self.dilation,
+                                       self.pad, self.weights[0].diff if need_w else None,
+                                       dx if down else None)
+                self._bias_grad(dy)
+                continue
             if self.by_image and jit.usable(x, dy, w, dx, wdiff):
                 self._backward_by_image(x, dy, w, wdiff, dx if down else None, need_w)
                 continue
-            dy4 = dy.reshape((self.num, m) + tuple(self.out_shape))
             if down and self.down_by_image and jit.usable(x, dy, w, dx):
                 conv_jit.backward(x, dy4, w, *self._geometry(), None, dx)
                 down = False

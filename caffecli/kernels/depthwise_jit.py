@@ -1,0 +1,359 @@
+"""A 2-D convolution with one input channel a group (a depthwise layer: MobileNet's, Xception's;
+group = channels) as compiled loops (kernels/jit.py), plane by plane.
+
+Caffe runs such a layer as one GEMM a group, (M/g x kh kw) by (kh kw x positions) on each
+image's columns: hundreds of products a few rows high and nine deep, far below BLAS's rate,
+after an im2col of every plane. Here each input plane goes once into a small buffer that stays
+in cache, zero-bordered and split by stride phase (``_phase_planes``), so that every tap reads
+consecutive values and the loops over them vectorize:
+
+- forward: each output value sums its taps' products in Caffe's order (kernel row, then
+  column), each rounded as it is added; the bias is added after, then the ReLU where it is fused
+  (relu_jit's expression), each in the data's type;
+- input gradient: each input value takes the products of the taps that meet it in the order
+  Caffe's col2im adds the columns of W^T dy, so with one output a group it has Caffe's bits: at
+  stride 1 gathered as the forward sums them (a padded tap adds a zero), else added into phase
+  planes tap after tap; with several outputs a group each column value sums its outputs'
+  products first;
+- weight gradient: each tap's sum over an image's positions (vectorized partial sums), kept per
+  image and added to the diff in image order, as Caffe's per-image GEMMs add them.
+
+Each loop runs over whole rows one pitch long (the columns past the output's are computed and
+dropped, or zeros in a padded copy of dy), so it is long whatever the map's width. Planes
+(image, channel) are split across the threads; every value is computed alike wherever the split
+falls, so the bits do not depend on the thread count.
+"""
+import numpy
+
+from . import jit
+from .jit import fast, prange
+from .threads import for_native
+
+U = numpy.uint64   # see _phase_planes
+
+
+def _phase_planes(src, sh, sw, ph, pw, buf):
+    """buf (sh, sw, Hq + 1, Wq)[a, b, r, q] = plane src (H, W) zero-padded by (ph, pw) at row
+    r sh + a, column q sw + b, zero past its edge (the last row too: flat reads run past the
+    output's rows by a few values). Indices are unsigned (U) in the loops over a row's values:
+    numba then adds no negative-index test, and they vectorize without a view a row."""
+    h, w = src.shape
+    hq, wq = buf.shape[2], buf.shape[3]
+    into, line = buf.reshape(-1), src.reshape(-1)
+    for a in range(sh):
+        for b in range(sw):
+            first = max(0, -((b - pw) // sw))       # columns q whose x = q sw + b - pw
+            end = max(first, min(wq, (w - 1 + pw - b) // sw + 1))   # lies in the plane
+            for r in range(hq):
+                at = ((a * sw + b) * hq + r) * wq
+                y = r * sh + a - ph
+                if y < 0 or y >= h:
+                    _fill(into, at, wq)
+                    continue
+                _fill(into, at, first)
+                _copy(line, y * w + first * sw + b - pw, sw, into, at + first, end - first)
+                _fill(into, at + end, wq - end)
+
+
+def _fill(a, at, count):
+    """a[at:at + count] = 0."""
+    base = U(at)
+    for t in range(U(count)):
+        a[base + t] = 0
+
+
+def _copy(src, at, step, dst, to, count):
+    """dst[to + t] = src[at + t step] for t < count."""
+    s, d = U(at), U(to)
+    if step == 1:
+        for t in range(U(count)):
+            dst[d + t] = src[s + t]
+    else:
+        k = U(step)
+        for t in range(U(count)):
+            dst[d + t] = src[s + t * k]
+
+
+def _tap(buf, ky, kx, sh, sw, dh, dw):
+    """Where tap (ky, kx) reads in buf's values taken flat: the start of the value under output
+    (0, 0), in its phase plane; from there the values under a row of outputs are consecutive,
+    and the next row's start one pitch (buf.shape[3]) on."""
+    a, b = ky * dh, kx * dw
+    hq, wq = buf.shape[2], buf.shape[3]
+    return ((a % sh * sw + b % sw) * hq + a // sh) * wq + b // sw
+
+
+def _taps(buf, kh, kw, sh, sw, dh, dw, starts):
+    """starts[ky kw + kx] = _tap(buf, ky, kx, ...) for every tap."""
+    for ky in range(kh):
+        for kx in range(kw):
+            starts[ky * kw + kx] = _tap(buf, ky, kx, sh, sw, dh, dw)
+
+
+def _three_by_three(flat, starts, taps, acc):
+    """acc[j] = the nine taps' sum at flat position j of a 3x3 kernel's outputs (rows one pitch
+    long), each product rounded and added in Caffe's order, in one loop (no partial sums in
+    memory)."""
+    v0, v1, v2 = flat[starts[0]:], flat[starts[1]:], flat[starts[2]:]
+    v3, v4, v5 = flat[starts[3]:], flat[starts[4]:], flat[starts[5]:]
+    v6, v7, v8 = flat[starts[6]:], flat[starts[7]:], flat[starts[8]:]
+    w0, w1, w2 = taps[0, 0], taps[0, 1], taps[0, 2]
+    w3, w4, w5 = taps[1, 0], taps[1, 1], taps[1, 2]
+    w6, w7, w8 = taps[2, 0], taps[2, 1], taps[2, 2]
+    for j in range(acc.size):
+        s = w0 * v0[j]
+        s += w1 * v1[j]
+        s += w2 * v2[j]
+        s += w3 * v3[j]
+        s += w4 * v4[j]
+        s += w5 * v5[j]
+        s += w6 * v6[j]
+        s += w7 * v7[j]
+        s += w8 * v8[j]
+        acc[j] = s
+
+
+def _forward_planes(x, w, bias, has_bias, rectify, slope, sh, sw, dh, dw, ph, pw, i0, i1, buf,
+                    starts, acc, zero, y):
+    """y[n, c, o] (oh, ow) for planes i0..i1 (index n * C + c) of x (N, C, H, W), w (C, M/g,
+    kh, kw), y (N, C, M/g, oh, ow); acc (oh * Wq,): the sums at a pitch of Wq."""
+    channels = x.shape[1]
+    mult, kh, kw = w.shape[1], w.shape[2], w.shape[3]
+    oh, ow = y.shape[3], y.shape[4]
+    pitch = buf.shape[3]
+    flat = buf.reshape(-1)
+    _taps(buf, kh, kw, sh, sw, dh, dw, starts)
+    for item in range(i0, i1):
+        n, c = item // channels, item % channels
+        _phase_planes(x[n, c], sh, sw, ph, pw, buf)
+        for o in range(mult):
+            taps = w[c, o]
+            if kh == 3 and kw == 3:   # MobileNet's and Xception's kernel
+                _three_by_three(flat, starts, taps, acc)
+            else:
+                for j in range(acc.size):
+                    acc[j] = 0
+                for k in range(kh * kw):
+                    src = flat[starts[k]:]
+                    v = taps[k // kw, k % kw]
+                    for j in range(acc.size):
+                        acc[j] += v * src[j]
+            b = bias[c * mult + o] if has_bias else zero   # the data's type: the sum rounds
+                                                           # to it before the ReLU
+            out = y[n, c, o].reshape(-1)
+            for oy in range(oh):
+                src, dst = U(oy * pitch), U(oy * ow)
+                for t in range(U(ow)):
+                    s = acc[src + t]
+                    if has_bias:
+                        s = s + b
+                    if rectify:
+                        s = (0.0 if s < 0 else s) + slope * (0.0 if s > 0 else s)
+                    out[dst + t] = s
+
+
+def _pitched(dy, n, c, grads):
+    """grads (M/g, oh, Wq) = the planes dy[n, c] (M/g, oh, ow), each row's columns past ow
+    zero."""
+    oh, ow, wq = grads.shape[1], dy.shape[4], grads.shape[2]
+    into = grads.reshape(-1)
+    for o in range(grads.shape[0]):
+        src = dy[n, c, o].reshape(-1)
+        for r in range(oh):
+            at = (o * oh + r) * wq
+            _copy(src, r * ow, 1, into, at, ow)
+            _fill(into, at + ow, wq - ow)
+
+
+@fast("reassoc", "contract")
+def _weight_gradient_plane(buf, grads, n, c, sh, sw, dh, dw, zero, wsum):
+    """wsum[n, c] (M/g, kh, kw) = each tap's sum over the output's positions of grads (M/g,
+    oh, Wq) times the phase plane values under them (whole rows: the padded columns add
+    zeros)."""
+    mult, kh, kw = wsum.shape[2], wsum.shape[3], wsum.shape[4]
+    size = grads.shape[1] * grads.shape[2]
+    flat = buf.reshape(-1)
+    for o in range(mult):
+        g = grads[o].reshape(-1)
+        for ky in range(kh):
+            for kx in range(kw):
+                src = flat[_tap(buf, ky, kx, sh, sw, dh, dw):]
+                s = zero
+                for j in range(size):
+                    s += g[j] * src[j]
+                wsum[n, c, o, ky, kx] = s
+
+
+def _input_gradient_plane(grads, w, n, c, sh, sw, dh, dw, ph, pw, dbuf, column, dx):
+    """dx[n, c] = the taps' products of grads (M/g, oh, Wq) with w[c] (M/g, kh, kw), added tap
+    after tap into the zeroed phase planes dbuf and gathered back from them; ``column`` (oh *
+    Wq,): a tap's values where there are several outputs a group."""
+    mult, kh, kw = w.shape[1], w.shape[2], w.shape[3]
+    size = grads.shape[1] * grads.shape[2]
+    flat_all = dbuf.reshape(-1)
+    for t in range(flat_all.size):
+        flat_all[t] = 0
+    for ky in range(kh):
+        for kx in range(kw):
+            into = flat_all[_tap(dbuf, ky, kx, sh, sw, dh, dw):]
+            if mult == 1:
+                v = w[c, 0, ky, kx]
+                g = grads[0].reshape(-1)
+                for j in range(size):
+                    into[j] += v * g[j]
+                continue
+            for o in range(mult):
+                v = w[c, o, ky, kx]
+                g = grads[o].reshape(-1)
+                if o == 0:
+                    for j in range(size):
+                        column[j] = v * g[j]
+                else:
+                    for j in range(size):
+                        column[j] += v * g[j]
+            for j in range(size):
+                into[j] += column[j]
+    height, width = dx.shape[2], dx.shape[3]
+    hq, wq = dbuf.shape[2], dbuf.shape[3]
+    plane = dx[n, c].reshape(-1)
+    for r in range(height):
+        a, q = (r + ph) % sh, (r + ph) // sh
+        for b in range(sw):   # the columns t of phase b: (t + pw) % sw == b
+            t0 = (b - pw) % sw
+            if t0 >= width:
+                continue
+            src = U(((a * sw + b) * hq + q) * wq + (t0 + pw) // sw)
+            dst, step = U(r * width + t0), U(sw)
+            for k in range(U((width - t0 + sw - 1) // sw)):
+                plane[dst + k * step] = flat_all[src + k]
+
+
+def _input_gradient_gather(dy, w, n, c, dh, dw, ph, pw, grads, starts, acc, dx):
+    """dx[n, c] for stride 1 and one output a group, gathered: each input value sums the taps'
+    products of the dy values it meets, kernel row, then column, each product rounded and added
+    as Caffe's col2im adds them (a padded tap adds a zero); grads (rows, pitch): dy[n, c]
+    inside a border of zeros, (kh - 1) dh rows above and (kw - 1) dw columns left."""
+    kh, kw = w.shape[2], w.shape[3]
+    oh, ow = dy.shape[3], dy.shape[4]
+    height, width = dx.shape[2], dx.shape[3]
+    pitch = grads.shape[1]
+    top, left = (kh - 1) * dh, (kw - 1) * dw
+    flat = grads.reshape(-1)
+    _fill(flat, 0, top * pitch)
+    src = dy[n, c, 0].reshape(-1)
+    for r in range(oh):
+        at = (top + r) * pitch
+        _fill(flat, at, left)
+        _copy(src, r * ow, 1, flat, at + left, ow)
+        _fill(flat, at + left + ow, pitch - left - ow)
+    _fill(flat, (top + oh) * pitch, flat.size - (top + oh) * pitch)
+    for ky in range(kh):   # the value under input (0, 0), kernel tap (ky, kx)
+        for kx in range(kw):
+            starts[ky * kw + kx] = (top + ph - ky * dh) * pitch + left + pw - kx * dw
+    taps = w[c, 0]
+    if kh == 3 and kw == 3:
+        _three_by_three(flat, starts, taps, acc)
+    else:
+        _fill(acc, 0, acc.size)
+        for k in range(kh * kw):
+            part, v = flat[starts[k]:], taps[k // kw, k % kw]
+            for j in range(acc.size):
+                acc[j] += v * part[j]
+    plane = dx[n, c].reshape(-1)
+    for r in range(height):
+        _copy(acc, r * pitch, 1, plane, r * width, width)
+
+
+def _backward_planes(x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, i0, i1, buf, dbuf,
+                     grads, column, padded, starts, acc, zero, wsum, dx):
+    """For planes i0..i1: with ``weights`` wsum[n, c] = the plane's weight gradient, with
+    ``down`` dx[n, c] = its input gradient (gathered where ``padded`` has room: stride 1, one
+    output a group)."""
+    channels = x.shape[1]
+    gather = padded.size > 0
+    for item in range(i0, i1):
+        n, c = item // channels, item % channels
+        if weights or not gather:
+            _pitched(dy, n, c, grads)
+        if weights:
+            _phase_planes(x[n, c], sh, sw, ph, pw, buf)
+            _weight_gradient_plane(buf, grads, n, c, sh, sw, dh, dw, zero, wsum)
+        if down and gather:
+            _input_gradient_gather(dy, w, n, c, dh, dw, ph, pw, padded, starts, acc, dx)
+        elif down:
+            _input_gradient_plane(grads, w, n, c, sh, sw, dh, dw, ph, pw, dbuf, column, dx)
+
+
+def _sum_images(wsum, wdiff):
+    """wdiff (C, M/g, kh, kw) += each image's weight gradient in image order."""
+    flat = wsum.reshape(wsum.shape[0], -1)
+    into = wdiff.reshape(-1)
+    for i in range(flat.shape[0]):
+        for t in range(into.size):
+            into[t] += flat[i, t]
+
+
+def _buffer_shape(x, sh, sw, ph, pw):
+    """(sh, sw, Hq + 1, Wq): a plane of x padded and split by phase, one spare row."""
+    hq = -(-(x.shape[2] + 2 * ph) // sh)
+    wq = -(-(x.shape[3] + 2 * pw) // sw)
+    return (sh, sw, hq + 1, wq)
+
+
+def _forward_parts(bounds, x, w, bias, has_bias, rectify, slope, sh, sw, dh, dw, ph, pw, zero,
+                   y):
+    for p in prange(bounds.size - 1):
+        buf = numpy.empty(_buffer_shape(x, sh, sw, ph, pw), x.dtype)
+        starts = numpy.empty(w.shape[2] * w.shape[3], numpy.int64)
+        acc = numpy.empty(y.shape[3] * buf.shape[3], x.dtype)
+        _forward_planes(x, w, bias, has_bias, rectify, slope, sh, sw, dh, dw, ph, pw, bounds[p],
+                        bounds[p + 1], buf, starts, acc, zero, y)
+
+
+def _backward_parts(bounds, x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, zero, wsum, dx):
+    for p in prange(bounds.size - 1):
+        shape = _buffer_shape(x, sh, sw, ph, pw)
+        buf = numpy.empty(shape, x.dtype)
+        dbuf = numpy.empty(shape, x.dtype)
+        grads = numpy.empty((dy.shape[2], dy.shape[3], shape[3]), dy.dtype)
+        column = numpy.empty(dy.shape[3] * shape[3], dy.dtype)
+        kh, kw = w.shape[2], w.shape[3]
+        gather = sh == 1 and sw == 1 and dy.shape[2] == 1
+        rows, pitch = x.shape[2] + 2 * ph + (kh - 1) * dh + 1, x.shape[3] + 2 * pw + (kw - 1) * dw
+        padded = numpy.empty((rows, pitch) if gather else (0, 0), dy.dtype)
+        starts = numpy.empty(kh * kw, numpy.int64)
+        acc = numpy.empty(x.shape[2] * pitch if gather else 0, dy.dtype)
+        _backward_planes(x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, bounds[p],
+                         bounds[p + 1], buf, dbuf, grads, column, padded, starts, acc, zero,
+                         wsum, dx)
+
+
+def _views(x, w, t):
+    """w (M, 1, kh, kw) as (C, M/g, kh, kw) and t (N, M, oh, ow) as (N, C, M/g, oh, ow)."""
+    c = x.shape[1]
+    return w.reshape((c, w.shape[0] // c) + w.shape[2:]), t.reshape(
+        (t.shape[0], c, t.shape[1] // c) + t.shape[2:])
+
+
+def forward(x, w, bias, slope, stride, dilation, pad, y):
+    """y (N, M, oh, ow) = x (N, C, H, W) convolved with w (M, 1, kh, kw), group C, plus ``bias``
+    (M,) unless None, rectified with ReLU slope ``slope`` unless None; planes split across the
+    threads."""
+    w5, y5 = _views(x, w, y)
+    no_bias = numpy.empty(0, y.dtype) if bias is None else bias
+    for_native(_forward_parts, x.shape[0] * x.shape[1], y.size * w.shape[2] * w.shape[3], x,
+               w5, no_bias, bias is not None, slope is not None,
+               0.0 if slope is None else float(slope), *stride, *dilation, *pad,
+               y.dtype.type(0), y5)
+
+
+def backward(x, dy, w, stride, dilation, pad, wdiff, dx):
+    """Add the weight gradient of dy (N, M, oh, ow) to ``wdiff`` (M, 1, kh, kw) unless None,
+    and set ``dx`` (N, C, H, W) unless None."""
+    w5, dy5 = _views(x, w, dy)
+    wsum = numpy.empty((x.shape[0],) + w5.shape if wdiff is not None else (0,) * 5, dy.dtype)
+    for_native(_backward_parts, x.shape[0] * x.shape[1], 2 * dy.size * w.shape[2] * w.shape[3],
+               x, dy5, w5, *stride, *dilation, *pad, wdiff is not None, dx is not None,
+               dy.dtype.type(0), wsum, x if dx is None else dx)
+    if wdiff is not None:
+        jit.kernel(_sum_images)(wsum, wdiff)
