@@ -10,11 +10,11 @@ consecutive values and the loops over them vectorize:
 - forward: each output value sums its taps' products in Caffe's order (kernel row, then
   column), each rounded as it is added; the bias is added after, then the ReLU where it is fused
   (relu_jit's expression), each in the data's type;
-- input gradient: each input value takes the products of the taps that meet it in the order
-  Caffe's col2im adds the columns of W^T dy, so with one output a group it has Caffe's bits: at
-  stride 1 gathered as the forward sums them (a padded tap adds a zero), else added into phase
-  planes tap after tap; with several outputs a group each column value sums its outputs'
-  products first;
+- input gradient: each input value sums the products of the taps that meet it in the order
+  Caffe's col2im adds the columns of W^T dy, so with one output a group it has Caffe's bits;
+  gathered stride phase by stride phase (the inputs of a phase meet a fixed set of taps, over
+  consecutive dy values, as a stride-1 forward does; a tap over dy's zero border adds a zero);
+  with several outputs a group each column value sums its outputs' products first;
 - weight gradient: each tap's sum over an image's positions (vectorized partial sums), kept per
   image and added to the diff in image order, as Caffe's per-image GEMMs add them.
 
@@ -184,104 +184,96 @@ def _weight_gradient_plane(buf, grads, n, c, sh, sw, dh, dw, zero, wsum):
                 wsum[n, c, o, ky, kx] = s
 
 
-def _input_gradient_plane(grads, w, n, c, sh, sw, dh, dw, ph, pw, dbuf, column, dx):
-    """dx[n, c] = the taps' products of grads (M/g, oh, Wq) with w[c] (M/g, kh, kw), added tap
-    after tap into the zeroed phase planes dbuf and gathered back from them; ``column`` (oh *
-    Wq,): a tap's values where there are several outputs a group."""
+def _input_gradient(dy, w, n, c, sh, sw, dh, dw, ph, pw, padded, starts, acc, column, dx):
+    """dx[n, c] = the products of w[c] (M/g, kh, kw) with the dy[n, c] (M/g, oh, ow) values
+    each input value meets, gathered phase by phase: the inputs of one stride phase (a, b)
+    meet only the taps (ky, kx) with ky dh = a, kx dw = b modulo the stride, in consecutive
+    dy values, so each phase is a stride-1 sum of its taps in kernel order, as Caffe's col2im
+    adds them (a tap over dy's zero border adds a zero). padded (M/g, rows, pitch): dy[n, c]
+    with a border of zeros; acc, column (Hq pitch,): a phase plane's sums and a tap's values
+    where there are several outputs a group."""
     mult, kh, kw = w.shape[1], w.shape[2], w.shape[3]
-    size = grads.shape[1] * grads.shape[2]
-    flat_all = dbuf.reshape(-1)
-    for t in range(flat_all.size):
-        flat_all[t] = 0
-    for ky in range(kh):
-        for kx in range(kw):
-            into = flat_all[_tap(dbuf, ky, kx, sh, sw, dh, dw):]
-            if mult == 1:
-                v = w[c, 0, ky, kx]
-                g = grads[0].reshape(-1)
-                for j in range(size):
-                    into[j] += v * g[j]
-                continue
-            for o in range(mult):
-                v = w[c, o, ky, kx]
-                g = grads[o].reshape(-1)
-                if o == 0:
-                    for j in range(size):
-                        column[j] = v * g[j]
-                else:
-                    for j in range(size):
-                        column[j] += v * g[j]
-            for j in range(size):
-                into[j] += column[j]
-    height, width = dx.shape[2], dx.shape[3]
-    hq, wq = dbuf.shape[2], dbuf.shape[3]
-    plane = dx[n, c].reshape(-1)
-    for r in range(height):
-        a, q = (r + ph) % sh, (r + ph) // sh
-        for b in range(sw):   # the columns t of phase b: (t + pw) % sw == b
-            t0 = (b - pw) % sw
-            if t0 >= width:
-                continue
-            src = U(((a * sw + b) * hq + q) * wq + (t0 + pw) // sw)
-            dst, step = U(r * width + t0), U(sw)
-            for k in range(U((width - t0 + sw - 1) // sw)):
-                plane[dst + k * step] = flat_all[src + k]
-
-
-def _input_gradient_gather(dy, w, n, c, dh, dw, ph, pw, grads, starts, acc, dx):
-    """dx[n, c] for stride 1 and one output a group, gathered: each input value sums the taps'
-    products of the dy values it meets, kernel row, then column, each product rounded and added
-    as Caffe's col2im adds them (a padded tap adds a zero); grads (rows, pitch): dy[n, c]
-    inside a border of zeros, (kh - 1) dh rows above and (kw - 1) dw columns left."""
-    kh, kw = w.shape[2], w.shape[3]
     oh, ow = dy.shape[3], dy.shape[4]
     height, width = dx.shape[2], dx.shape[3]
-    pitch = grads.shape[1]
-    top, left = (kh - 1) * dh, (kw - 1) * dw
-    flat = grads.reshape(-1)
-    _fill(flat, 0, top * pitch)
-    src = dy[n, c, 0].reshape(-1)
-    for r in range(oh):
-        at = (top + r) * pitch
-        _fill(flat, at, left)
-        _copy(src, r * ow, 1, flat, at + left, ow)
-        _fill(flat, at + left + ow, pitch - left - ow)
-    _fill(flat, (top + oh) * pitch, flat.size - (top + oh) * pitch)
-    for ky in range(kh):   # the value under input (0, 0), kernel tap (ky, kx)
-        for kx in range(kw):
-            starts[ky * kw + kx] = (top + ph - ky * dh) * pitch + left + pw - kx * dw
-    taps = w[c, 0]
-    if kh == 3 and kw == 3:
-        _three_by_three(flat, starts, taps, acc)
-    else:
-        _fill(acc, 0, acc.size)
-        for k in range(kh * kw):
-            part, v = flat[starts[k]:], taps[k // kw, k % kw]
-            for j in range(acc.size):
-                acc[j] += v * part[j]
+    rows, pitch = padded.shape[1], padded.shape[2]
+    top, left = ((kh - 1) * dh) // sh, ((kw - 1) * dw) // sw
+    for o in range(mult):
+        flat = padded[o].reshape(-1)
+        src = dy[n, c, o].reshape(-1)
+        _fill(flat, 0, top * pitch)
+        for r in range(oh):
+            at = (top + r) * pitch
+            _fill(flat, at, left)
+            _copy(src, r * ow, 1, flat, at + left, ow)
+            _fill(flat, at + left + ow, pitch - left - ow)
+        _fill(flat, (top + oh) * pitch, (rows - top - oh) * pitch)
     plane = dx[n, c].reshape(-1)
-    for r in range(height):
-        _copy(acc, r * pitch, 1, plane, r * width, width)
+    for a in range(sh):
+        for b in range(sw):
+            q0 = max(0, -((a - ph) // sh))   # the phase's rows and columns of inputs
+            q1 = min(acc.size // pitch, (height - 1 + ph - a) // sh + 1)
+            r0 = max(0, -((b - pw) // sw))
+            x0 = r0 * sw + b - pw
+            if q1 <= q0 or x0 >= width:
+                continue
+            base = q0 * pitch
+            sums, part = acc[:(q1 - q0) * pitch], column[:(q1 - q0) * pitch]
+            count = 0   # this phase's taps in kernel order, where each reads its dy values
+            for ky in range(kh):
+                for kx in range(kw):
+                    if (ky * dh) % sh == a and (kx * dw) % sw == b:
+                        starts[2 * count] = ky * kw + kx
+                        starts[2 * count + 1] = base + ((top - (ky * dh) // sh) * pitch + left
+                                                        - (kx * dw) // sw)
+                        count += 1
+            if kh == 3 and kw == 3 and count == 9 and mult == 1:   # 3x3 at stride 1
+                for k in range(9):
+                    starts[k] = starts[2 * k + 1]
+                _three_by_three(padded[0].reshape(-1), starts, w[c, 0], sums)
+            else:
+                _fill(sums, 0, sums.size)
+                for t in range(count):
+                    k, at = starts[2 * t], starts[2 * t + 1]
+                    ky, kx = k // kw, k % kw
+                    if mult == 1:
+                        _add_product(w[c, 0, ky, kx], padded[0].reshape(-1), at, sums)
+                        continue
+                    _fill(part, 0, part.size)
+                    for o in range(mult):   # the column value: its outputs' products first
+                        _add_product(w[c, o, ky, kx], padded[o].reshape(-1), at, part)
+                    _add_product(w.dtype.type(1), part, 0, sums)
+            count = (width - 1 - x0) // sw + 1
+            for q in range(q0, q1):
+                y = q * sh + a - ph
+                if sw == 1:
+                    _copy(sums, (q - q0) * pitch + r0, 1, plane, y * width + x0, count)
+                    continue
+                into, step, src = U(y * width + x0), U(sw), U((q - q0) * pitch + r0)
+                for t in range(U(count)):
+                    plane[into + t * step] = sums[src + t]
 
 
-def _backward_planes(x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, i0, i1, buf, dbuf,
-                     grads, column, padded, starts, acc, zero, wsum, dx):
+def _add_product(v, src, at, acc):
+    """acc[j] += v * src[at + j] for every j of acc (each product rounded, then added)."""
+    part = src[at:]
+    for j in range(acc.size):
+        acc[j] += v * part[j]
+
+
+def _backward_planes(x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, i0, i1, buf, grads,
+                     padded, starts, acc, column, zero, wsum, dx):
     """For planes i0..i1: with ``weights`` wsum[n, c] = the plane's weight gradient, with
-    ``down`` dx[n, c] = its input gradient (gathered where ``padded`` has room: stride 1, one
-    output a group)."""
+    ``down`` dx[n, c] = its input gradient."""
     channels = x.shape[1]
-    gather = padded.size > 0
     for item in range(i0, i1):
         n, c = item // channels, item % channels
-        if weights or not gather:
-            _pitched(dy, n, c, grads)
         if weights:
+            _pitched(dy, n, c, grads)
             _phase_planes(x[n, c], sh, sw, ph, pw, buf)
             _weight_gradient_plane(buf, grads, n, c, sh, sw, dh, dw, zero, wsum)
-        if down and gather:
-            _input_gradient_gather(dy, w, n, c, dh, dw, ph, pw, padded, starts, acc, dx)
-        elif down:
-            _input_gradient_plane(grads, w, n, c, sh, sw, dh, dw, ph, pw, dbuf, column, dx)
+        if down:
+            _input_gradient(dy, w, n, c, sh, sw, dh, dw, ph, pw, padded, starts, acc, column,
+                            dx)
 
 
 def _sum_images(wsum, wdiff):
@@ -313,19 +305,17 @@ def _forward_parts(bounds, x, w, bias, has_bias, rectify, slope, sh, sw, dh, dw,
 def _backward_parts(bounds, x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, zero, wsum, dx):
     for p in prange(bounds.size - 1):
         shape = _buffer_shape(x, sh, sw, ph, pw)
-        buf = numpy.empty(shape, x.dtype)
-        dbuf = numpy.empty(shape, x.dtype)
-        grads = numpy.empty((dy.shape[2], dy.shape[3], shape[3]), dy.dtype)
-        column = numpy.empty(dy.shape[3] * shape[3], dy.dtype)
         kh, kw = w.shape[2], w.shape[3]
-        gather = sh == 1 and sw == 1 and dy.shape[2] == 1
-        rows, pitch = x.shape[2] + 2 * ph + (kh - 1) * dh + 1, x.shape[3] + 2 * pw + (kw - 1) * dw
-        padded = numpy.empty((rows, pitch) if gather else (0, 0), dy.dtype)
-        starts = numpy.empty(kh * kw, numpy.int64)
-        acc = numpy.empty(x.shape[2] * pitch if gather else 0, dy.dtype)
+        pitch = ((kw - 1) * dw) // sw + shape[3]
+        rows = ((kh - 1) * dh) // sh + shape[2]   # Hq + 1: a spare row for the flat reads
+        buf = numpy.empty(shape, x.dtype)
+        grads = numpy.empty((dy.shape[2], dy.shape[3], shape[3]), dy.dtype)
+        padded = numpy.empty((dy.shape[2], rows, pitch), dy.dtype)
+        starts = numpy.empty(2 * kh * kw, numpy.int64)
+        acc = numpy.empty((shape[2] - 1) * pitch, dy.dtype)
+        column = numpy.empty_like(acc)
         _backward_planes(x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, bounds[p],
-                         bounds[p + 1], buf, dbuf, grads, column, padded, starts, acc, zero,
-                         wsum, dx)
+                         bounds[p + 1], buf, grads, padded, starts, acc, column, zero, wsum, dx)
 
 
 def _views(x, w, t):
