@@ -104,6 +104,21 @@ def test_depthwise_forward_takes_the_fused_relu():
     numpy.testing.assert_array_equal(top[0].data, numpy.where(plain > 0, plain, plain * 0.1))
 
 
+def test_depthwise_weight_gradient_alone_leaves_a_read_only_input():
+    """A first layer's input (a data blob, here read-only) takes no gradient: the weight and
+    bias gradients alone, the same as with the input gradient."""
+    layer, bottom, top = make((2, 4, 10, 10), 1, "kernel_size: 3 pad: 1 stride: 2",
+                              numpy.float32)
+    run(layer, bottom, top, 9)
+    want = [b.diff.copy() for b in layer.blobs]
+    for b in layer.blobs:
+        b.diff[...] = 0
+    bottom[0].data.flags.writeable = False
+    layer.Backward(top, [False], bottom)
+    for b, w in zip(layer.blobs, want):
+        numpy.testing.assert_array_equal(b.diff, w)
+
+
 @pytest.mark.parametrize("spec,shape,taken", [
     ("num_output: 32 group: 32 kernel_size: 3 pad: 1", (1, 32, 112, 112), True),   # MobileNet
     ("num_output: 64 group: 32 kernel_size: 3 pad: 1", (1, 32, 14, 14), True),     # 2 a group

@@ -344,6 +344,6 @@ def backward(x, dy, w, stride, dilation, pad, wdiff, dx):
     wsum = numpy.empty((x.shape[0],) + w5.shape if wdiff is not None else (0,) * 5, dy.dtype)
     for_native(_backward_parts, x.shape[0] * x.shape[1], 2 * dy.size * w.shape[2] * w.shape[3],
                x, dy5, w5, *stride, *dilation, *pad, wdiff is not None, dx is not None,
-               dy.dtype.type(0), wsum, x if dx is None else dx)
+               dy.dtype.type(0), wsum, numpy.empty((0,) * 4, x.dtype) if dx is None else dx)
     if wdiff is not None:
         jit.kernel(_sum_images)(wsum, wdiff)
