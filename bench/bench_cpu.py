@@ -1,6 +1,7 @@
 """CPU speed in one run: caffecli against PyTorch CPU (and real Caffe when a ``caffe`` binary is
 on PATH) on LeNet, CaffeNet, GoogLeNet and ResNet-50 forward-backward (with ``--nets``, CIFAR-10
-quick and full at batch 100 too); the machine's sgemm rate and each net's GEMM-only limit; the
+quick and full at batch 100 and MobileNet v1 at batch 4 too: bench/nets holds its prototxt, the
+depthwise net of the set); the machine's sgemm rate and each net's GEMM-only limit; the
 peak of memory allocated during one iteration; an SGD update of CaffeNet's parameters against
 torch.optim.SGD's, and a whole training iteration of CaffeNet (solver step against
 forward-backward and optimizer step); CaffeNet's build + 244 MB weights load time; and
@@ -56,9 +57,11 @@ NETS = {
     "resnet50": os.path.join(SHARED, "nets", "KaimingHe__ResNet-50-deploy.prototxt"),
     "cifar10_quick": os.path.join(SHARED, "zoo", "cifar10__cifar10_quick.prototxt"),
     "cifar10_full": os.path.join(SHARED, "zoo", "cifar10__cifar10_full.prototxt"),
+    "mobilenet": os.path.join(ROOT, "bench", "nets", "mobilenet_v1_deploy.prototxt"),
 }
-BATCH = {"cifar10_quick": 100, "cifar10_full": 100}   # their solvers' training batch (the
+BATCH = {"cifar10_quick": 100, "cifar10_full": 100,   # their solvers' training batch (the
                                                       # deploy nets say 1)
+         "mobilenet": 4}                              # a small batch (its deploy file says 1)
 
 
 def start_kernel_threads():
@@ -425,7 +428,8 @@ def update_ms(path, reps=5):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--nets", default="lenet,caffenet,googlenet,resnet50",
-                        help="of " + ",".join(NETS) + " (the CIFAR-10 nets at batch 100); "
+                        help="of " + ",".join(NETS) + " (the CIFAR-10 nets at batch 100, "
+                        "MobileNet at 4); "
                         "NET:BATCH sets another batch (resnet50:8)")
     parser.add_argument("--rounds", type=int, default=3, help="alternating rounds per net")
     parser.add_argument("--iterations", type=int, default=3, help="timed passes per round")
