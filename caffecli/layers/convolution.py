@@ -58,9 +58,9 @@ BY_IMAGE_MIN_FILTER_VALUES = 1 << 16  # pass, 2-core EPYC Zen 5, per layer: Caff
 DEPTHWISE_MIN_GROUPS = 2    # groups of one input channel (group = channels) from which a layer
                             # runs plane by plane (kernels/depthwise_jit.py): MobileNet's 3x3s at
                             # batch 4 (2-core EPYC, alone, forward / backward) 112x112 2.06 ->
-                            # 0.30 / 4.0 -> 0.9 ms, stride 2 1.2 -> 0.66 / 3.0 -> 2.0, 14x14 0.49
-                            # -> 0.31 / 1.5 -> 0.8, 7x7 0.66 -> 0.38 / 2.0 -> 1.25; one group
-                            # (LeNet's conv1, 20 outputs of 5x5) ran 1.3x / 1.5x slower
+                            # 0.30 / 4.0 -> 0.74 ms, stride 2 1.2 -> 0.60 / 3.0 -> 1.55, 14x14
+                            # 0.49 -> 0.29 / 1.5 -> 1.07, 7x7 0.65 -> 0.37-0.52 / 2.0 -> 1.65-1.84;
+                            # one group (LeNet's conv1, 20 outputs of 5x5) ran 1.3x / 1.5x slower
 POSITION_MIN_CHANNELS = 8   # per group: on fewer, col2im by output position adds runs too short
 POSITION_MAX_PLANE = 1 << 16  # bytes of one image's padded gradient, every channel: col2im by
                               # position sums it in one plane, which runs slower than col2im's
