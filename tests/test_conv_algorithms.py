@@ -165,13 +165,12 @@ def build(lp, shape, bottoms, limits, dtype, monkeypatch):
     return layer, bottom, top
 
 
-@pytest.mark.parametrize("case", range(CASES))
-def test_every_algorithm_computes_the_direct_sums(case, device_mode, monkeypatch):
-    lp, shape, bottoms, limits, dtype, out = draw(case)
-    layer, bottom, top = build(lp, shape, bottoms, limits, dtype, monkeypatch)
-    rs = numpy.random.RandomState(case)
+def run(layer, bottom, top, seed):
+    """Forward and backward on seeded values (the parameters' diffs from zero); the top
+    gradients."""
+    rs = numpy.random.RandomState(seed)
     for b in bottom:
-        b.data[...] = rs.randn(*shape)
+        b.data[...] = rs.randn(*b.shape)
     for blob in layer.blobs:
         blob.data[...] = rs.randn(*blob.shape)
         blob.diff[...] = 0
@@ -179,23 +178,34 @@ def test_every_algorithm_computes_the_direct_sums(case, device_mode, monkeypatch
     grads = [rs.randn(*t.shape) for t in top]
     for t, dy in zip(top, grads):
         t.diff[...] = dy
-    layer.Backward(top, [True] * bottoms, bottom)
+    layer.Backward(top, [True] * len(bottom), bottom)
+    return grads
 
-    p = lp.convolution_param
+
+def assert_direct_sums(layer, bottom, top, grads, rel):
+    """The layer's top, bottom diffs and parameter diffs after ``run`` against ``expected``."""
     w = layer.blobs[0].data.astype(numpy.float64)
-    b = layer.blobs[1].data.astype(numpy.float64) if p.bias_term else None
-    geometry = (p.group, layer.stride, layer.pad, layer.dilation)
-    rel = 1e-10 if dtype == numpy.float64 else 2e-5
+    b = layer.blobs[1].data.astype(numpy.float64) if layer.bias_term else None
+    geometry = (layer.group, layer.stride, layer.pad, layer.dilation)
+    out = top[0].shape[layer.channel_axis + 1:]   # a Convolution's output grid
     dw_total, db_total = 0, 0
     for blob, t, dy in zip(bottom, top, grads):
-        y, dx, dw, db = expected(lp.type, blob.data.astype(numpy.float64), w, b, dy, geometry,
-                                 out)
+        y, dx, dw, db = expected(layer.type, blob.data.astype(numpy.float64), w, b, dy,
+                                 geometry, out)
         assert_near(t.data, y, rel, "top")
         assert_near(blob.diff, dx, rel, "bottom diff")
         dw_total, db_total = dw_total + dw, db_total + db
     assert_near(layer.blobs[0].diff, dw_total, rel, "weight diff")
-    if p.bias_term:
+    if layer.bias_term:
         assert_near(layer.blobs[1].diff, db_total, rel, "bias diff")
+
+
+@pytest.mark.parametrize("case", range(CASES))
+def test_every_algorithm_computes_the_direct_sums(case, device_mode, monkeypatch):
+    lp, shape, bottoms, limits, dtype, out = draw(case)
+    layer, bottom, top = build(lp, shape, bottoms, limits, dtype, monkeypatch)
+    grads = run(layer, bottom, top, case)
+    assert_direct_sums(layer, bottom, top, grads, 1e-10 if dtype == numpy.float64 else 2e-5)
 
 
 def assert_near(got, want, rel, what):

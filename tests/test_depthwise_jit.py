@@ -10,7 +10,7 @@ from caffecli.kernels import jit
 from caffecli.layers import convolution
 from caffecli.layers.convolution import ConvolutionLayer
 from caffecli.proto import caffe_pb2
-from test_conv_algorithms import assert_near, expected
+from test_conv_algorithms import assert_direct_sums, run
 
 pytestmark = pytest.mark.skipif(not jit.INSTALLED, reason="numba is not installed")
 
@@ -39,42 +39,13 @@ def make(shape, mult, spec, dtype, bias=True, engine="DEFAULT", bottoms=1):
     return layer, bottom, top
 
 
-def run(layer, bottom, top, seed):
-    """Forward and backward on seeded values; the gradients start at zero."""
-    rs = numpy.random.RandomState(seed)
-    for b in bottom:
-        b.data[...] = rs.randn(*b.shape)
-    for blob in layer.blobs:
-        blob.data[...] = rs.randn(*blob.shape)
-        blob.diff[...] = 0
-    layer.Forward(bottom, top)
-    grads = [rs.randn(*t.shape) for t in top]
-    for t, dy in zip(top, grads):
-        t.diff[...] = dy
-    layer.Backward(top, [True] * len(bottom), bottom)
-    return grads
-
-
 @pytest.mark.parametrize("dtype", [numpy.float32, numpy.float64])
 @pytest.mark.parametrize("shape,mult,spec", GEOMETRIES)
 def test_depthwise_computes_the_direct_sums(shape, mult, spec, dtype):
     layer, bottom, top = make(shape, mult, spec, dtype, bias=mult != 2, bottoms=1 + (mult == 3))
     assert layer.depthwise
     grads = run(layer, bottom, top, 7)
-    w = layer.blobs[0].data.astype(numpy.float64)
-    b = layer.blobs[1].data.astype(numpy.float64) if layer.bias_term else None
-    geometry = (layer.group, layer.stride, layer.pad, layer.dilation)
-    rel = 1e-10 if dtype == numpy.float64 else 2e-6
-    dw_total = db_total = 0
-    for blob, t, dy in zip(bottom, top, grads):
-        y, dx, dw, db = expected("Convolution", blob.data.astype(numpy.float64), w, b, dy,
-                                 geometry, layer.out_shape)
-        assert_near(t.data, y, rel, "top")
-        assert_near(blob.diff, dx, rel, "bottom diff")
-        dw_total, db_total = dw_total + dw, db_total + db
-    assert_near(layer.blobs[0].diff, dw_total, rel, "weight diff")
-    if layer.bias_term:
-        assert_near(layer.blobs[1].diff, db_total, rel, "bias diff")
+    assert_direct_sums(layer, bottom, top, grads, 1e-10 if dtype == numpy.float64 else 2e-6)
 
 
 @pytest.mark.parametrize("shape,mult,spec", [g for g in GEOMETRIES if g[1] == 1])
