@@ -113,6 +113,7 @@ EXPECTED = {
 }
 DEPLOY = [n for n in NETS if n in EXPECTED or "deploy" in n]
 RESNET = "ResNet-50-deploy.prototxt"
+MOBILENET = "mobilenet_v1_deploy.prototxt"   # bench/nets: the depthwise net
 CHUNK = 1 << 18   # values compared at a time: small temporaries, their pages reused
 
 
@@ -182,11 +183,14 @@ def pass_values(param, batch, compiled, monkeypatch):
     return blobs   # not copied: a gigabyte of copies took 5 s (their pages' first touch)
 
 
-@pytest.mark.parametrize("name", DEPLOY + [RESNET] if DEPLOY else ["<none>"])
+@pytest.mark.parametrize("name", (DEPLOY + [RESNET] if DEPLOY else []) + [MOBILENET])
 def test_deploy_net_computes_with_compiled_kernels_what_numpy_does(name, monkeypatch):
     """A forward-backward pass at batch 2 in float64 (Winograd, the fused chains, the compiled
-    pooling, LRN and moves on real geometries) against numpy's reference code, value by value."""
-    if name == RESNET:   # shared/nets, beside the zoo
+    pooling, LRN, depthwise layers and moves on real geometries) against numpy's reference
+    code, value by value."""
+    if name == MOBILENET:   # the bench's, in the repository
+        param = read_net_param(os.path.join(ROOT, "bench", "nets", MOBILENET))
+    elif name == RESNET:   # shared/nets, beside the zoo
         resnet = os.path.join(zoo_dir() or ROOT, "..", "nets", "KaimingHe__" + RESNET)
         if not os.path.isfile(resnet):
             pytest.skip("ResNet-50's prototxt not found beside the zoo (nets/)")
