@@ -140,13 +140,19 @@ def test_chains_found_where_resnet_has_them():
 
 @pytest.mark.parametrize("dtype,slope", [(numpy.float32, 0.0), (numpy.float32, 0.1),
                                          (numpy.float64, 0.1)])
-def test_fused_passes_compute_the_layers_values(dtype, slope, monkeypatch):
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "split"])
+def test_fused_passes_compute_the_layers_values(dtype, slope, split, monkeypatch):
+    """The chains' values are the layers', whole or split by channels across two threads."""
+    if split:
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        monkeypatch.setattr(fusion, "CHAIN_FORWARD_MIN_PART", 1)
+        monkeypatch.setattr(fusion, "CHAIN_BACKWARD_MIN_PART", 1)
     calls = count_kernel_calls(monkeypatch)
     net = stepped_alike(resnet_like(slope), dtype)
     a = net.blob_by_name("a")
     assert ((a.data == 0) if slope == 0 else (a.data < 0)).any() and (a.data > 0).any()
     assert (a.diff == 0).any() == (slope == 0)
-    fused = 4 if fusing() else 0
+    fused = (4 if fusing() else 0) * (2 if split else 1)   # split: two parts a chain
     assert calls == {"chain_forward": fused, "chain_backward": fused}
 
 
