@@ -146,7 +146,7 @@ def test_fused_passes_compute_the_layers_values(dtype, slope, split, monkeypatch
     if split:
         monkeypatch.setenv("OMP_NUM_THREADS", "2")
         monkeypatch.setattr(fusion, "CHAIN_FORWARD_MIN_PART", 1)
-        monkeypatch.setattr(fusion, "CHAIN_BACKWARD_MIN_PART", 1)
+        monkeypatch.setattr(channel_jit, "SUMS_MIN_PART", 1)
     calls = count_kernel_calls(monkeypatch)
     net = stepped_alike(resnet_like(slope), dtype)
     a = net.blob_by_name("a")

@@ -120,7 +120,7 @@ class ScaleLayer(Layer):
         bias_diff = None if bias is None else bias.diff.reshape(-1)
         for_parts(self.xp, lambda c0, c1: channel_jit.scale_backward(
             dy, x, s, c0, c1, bias_diff, scale.diff.reshape(-1), True,
-            None if in_place else dx), dim, dy.size, jit.PASS_MIN_PART)
+            None if in_place else dx), dim, dy.size, channel_jit.SUMS_MIN_PART)
         return True
 
     def _backward_device(self, top, bottom):
