@@ -27,11 +27,12 @@ from .proto import caffe_pb2
 # 0.77-0.87x; at batch 2, 6272 0.65-0.70x / 0.98-1.07x, 1568 0.79-1.10x / 0.81-0.91x; but 392
 # values 0.82-1.41x / 0.84-1.07x and 98 0.99-1.43x / 0.97-1.25x (1.4x on 2048 channels of 7x7).
 BATCH_MIN_CHANNEL_VALUES = 1024
-# Values a thread's part of a chain on global statistics at least, each way: its backward takes
-# the Scale's sums (channel_jit.SUMS_MIN_PART), its forward costs about 0.2 ns a value. With the
-# elementwise passes' 1M every chain under 2M values ran on one thread: in the pass (2-core EPYC,
-# alternating), MobileNet's at batch 4 backward 20.9 -> 13.1 ms, forward 6.0 -> 5.6 ms,
-# ResNet-50's at batch 1 backward 7.9 -> 6.6 ms, forward level.
+# Values a thread's part of a chain's forward at least (about 0.2 ns a value on global
+# statistics, 0.5 on the batch's); its backward takes the Scale's sums (channel_jit.SUMS_MIN_PART).
+# With the elementwise passes' 1M every chain under 2M values ran on one thread: in the pass
+# (2-core EPYC, alternating), MobileNet's at batch 4 backward 20.9 -> 13.1 ms, forward 6.0 -> 5.6
+# ms, ResNet-50's at batch 1 backward 7.9 -> 6.6 ms, forward level; on the batch's statistics at
+# batch 4 backward 55.2 -> 43.0 ms, forward 36.6 -> 33.9 ms.
 CHAIN_FORWARD_MIN_PART = 1 << 17
 
 
@@ -110,7 +111,7 @@ class NormChain:
         slope = self._slope(y.dtype)
         for_parts(numpy, lambda c0, c1: channel_jit.chain_forward_batch(
             y, x_norm, norm.eps, s, bias, slope, c0, c1, mean, var, std), y.shape[1], 2 * y.size,
-            jit.PASS_MIN_PART)
+            CHAIN_FORWARD_MIN_PART)
         norm.update_running(mean, var, bottoms)
         norm.std = std.reshape(1, -1, 1)
         scale.bottom_copy = x_norm
@@ -143,8 +144,7 @@ class NormChain:
 
         def part(c0, c1):
             backward(d, y, keep, s, std, slope, c0, c1, bias_diff, scale_diff)
-        for_parts(numpy, part, d.shape[1], d.size,
-                  channel_jit.SUMS_MIN_PART if norm.use_global_stats else jit.PASS_MIN_PART)
+        for_parts(numpy, part, d.shape[1], d.size, channel_jit.SUMS_MIN_PART)
         return True
 
 

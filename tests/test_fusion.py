@@ -170,12 +170,18 @@ def head(items, channels, height, width):
     (numpy.float32, 0.1, (256, 2, 2, 2)),  # rows of 4 (scale_row_sums)
     (numpy.float32, 0.0, (2, 3, 5, 6)),     # 60 values a channel: the layers one by one
 ])
+@pytest.mark.parametrize("split", [False, True], ids=["whole", "split"])
 def test_fused_passes_on_the_batch_statistics_compute_the_layers_values(dtype, slope, shape,
-                                                                        monkeypatch):
+                                                                        split, monkeypatch):
     """A BatchNorm on the batch's statistics -> Scale (-> ReLU) chain whose channels hold
     BATCH_MIN_CHANNEL_VALUES values or more runs each way in one kernel (chain_forward_batch,
     chain_backward_batch): the layers' values bit for bit (the running sums too), its BatchNorm
-    sums in Caffe's gemv orders; a smaller one runs its layers."""
+    sums in Caffe's gemv orders, whole or split by channels across two threads; a smaller one
+    runs its layers."""
+    if split:
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        monkeypatch.setattr(fusion, "CHAIN_FORWARD_MIN_PART", 1)
+        monkeypatch.setattr(channel_jit, "SUMS_MIN_PART", 1)
     calls = count_calls(monkeypatch, channel_jit, ["chain_forward", "chain_backward",
                                                    "chain_forward_batch", "chain_backward_batch"])
     batch = "use_global_stats: false"
@@ -187,6 +193,7 @@ def test_fused_passes_on_the_batch_statistics_compute_the_layers_values(dtype, s
     assert net.layer_by_name("sc1").blobs[0].diff.any() and net.blob_by_name("a").diff.any()
     per_channel = shape[0] * shape[2] * shape[3]
     fused = 4 if fusing() and per_channel >= fusion.BATCH_MIN_CHANNEL_VALUES else 0
+    fused *= 2 if split else 1   # two parts a chain
     assert calls == {"chain_forward": 0, "chain_backward": 0, "chain_forward_batch": fused,
                      "chain_backward_batch": fused}
 
