@@ -25,7 +25,7 @@ falls, so the bits do not depend on the thread count.
 """
 import numpy
 
-from . import jit
+from . import conv_jit, jit
 from .jit import fast, prange
 from .threads import for_native
 
@@ -276,15 +276,6 @@ def _backward_planes(x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, i0, i1, bu
                             dx)
 
 
-def _sum_images(wsum, wdiff):
-    """wdiff (C, M/g, kh, kw) += each image's weight gradient in image order."""
-    flat = wsum.reshape(wsum.shape[0], -1)
-    into = wdiff.reshape(-1)
-    for i in range(flat.shape[0]):
-        for t in range(into.size):
-            into[t] += flat[i, t]
-
-
 def _buffer_shape(x, sh, sw, ph, pw):
     """(sh, sw, Hq + 1, Wq): a plane of x padded and split by phase, one spare row."""
     hq = -(-(x.shape[2] + 2 * ph) // sh)
@@ -345,5 +336,5 @@ def backward(x, dy, w, stride, dilation, pad, wdiff, dx):
     for_native(_backward_parts, x.shape[0] * x.shape[1], 2 * dy.size * w.shape[2] * w.shape[3],
                x, dy5, w5, *stride, *dilation, *pad, wdiff is not None, dx is not None,
                dy.dtype.type(0), wsum, numpy.empty((0,) * 4, x.dtype) if dx is None else dx)
-    if wdiff is not None:
-        jit.kernel(_sum_images)(wsum, wdiff)
+    if wdiff is not None:   # each image's gradient added in image order, as conv_jit adds them
+        jit.kernel(conv_jit._sum_weights)(wsum, wdiff)
