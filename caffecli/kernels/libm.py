@@ -118,18 +118,28 @@ def _bnll(x, y):
         y[i] = (v if v > 0 else 0.0) + math.log(1.0 + e)
 
 
+@jit.inlined
+def lstm_sigmoid_of(v):
+    """lstm_unit_layer.cpp's sigmoid<Dtype> of one value: 1. / (1. + exp(-v)), exp in the
+    data's type, the rest in double (a double: the caller's store rounds it)."""
+    return 1.0 / (1.0 + numpy.float64(math.exp(-v)))
+
+
+@jit.inlined
+def lstm_tanh_of(v):
+    """lstm_unit_layer.cpp's tanh<Dtype> of one value: 2. * sigmoid(2. * v) - 1., whose
+    argument is double, so the sigmoid and its exp are sigmoid<double>'s."""
+    return 2.0 * (1.0 / (1.0 + math.exp(-2.0 * numpy.float64(v)))) - 1.0
+
+
 def _lstm_sigmoid(x, y):
-    """lstm_unit_layer.cpp's sigmoid<Dtype>: 1. / (1. + exp(-x)), exp in the data's type, the
-    rest in double."""
     for i in range(x.size):
-        y[i] = 1.0 / (1.0 + numpy.float64(math.exp(-x[i])))
+        y[i] = lstm_sigmoid_of(x[i])
 
 
 def _lstm_tanh(x, y):
-    """lstm_unit_layer.cpp's tanh<Dtype>: 2. * sigmoid(2. * x) - 1., whose argument is double,
-    so the sigmoid and its exp are sigmoid<double>'s."""
     for i in range(x.size):
-        y[i] = 2.0 * (1.0 / (1.0 + math.exp(-2.0 * numpy.float64(x[i])))) - 1.0
+        y[i] = lstm_tanh_of(x[i])
 
 
 def _apply(loops, xp_fn, x, out, *args):

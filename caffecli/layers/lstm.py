@@ -38,8 +38,7 @@ class LSTMLayer(RecurrentLayer):
             if static is not None:
                 gates += static
             c_prev = c
-            c, h, acts = cell_forward(xp, c_prev, gates, cont[t])
-            out[t] = h
+            c, h, acts = cell_forward(xp, c_prev, gates, cont[t], h=out[t])
             self.steps.append((c_prev, acts))
         self.finish_forward(top, [h, c])
 
