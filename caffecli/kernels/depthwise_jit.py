@@ -35,8 +35,10 @@ U = numpy.uint64   # see _phase_planes
 def _phase_planes(src, sh, sw, ph, pw, buf):
     """buf (sh, sw, Hq + 1, Wq)[a, b, r, q] = plane src (H, W) zero-padded by (ph, pw) at row
     r sh + a, column q sw + b, zero past its edge (the last row too: flat reads run past the
-    output's rows by a few values). Indices are unsigned (U) in the loops over a row's values:
-    numba then adds no negative-index test, and they vectorize without a view a row."""
+    output's rows by a few values), where buf's values outside the plane are already zero (a
+    zeroed buffer that only this writes into: every plane of one geometry fills the same
+    places). Indices are unsigned (U) in the loops over a row's values: numba then adds no
+    negative-index test, and they vectorize without a view a row."""
     h, w = src.shape
     hq, wq = buf.shape[2], buf.shape[3]
     into, line = buf.reshape(-1), src.reshape(-1)
@@ -44,17 +46,13 @@ def _phase_planes(src, sh, sw, ph, pw, buf):
         for b in range(sw):
             first = max(0, -((b - pw) // sw))       # columns q whose x = q sw + b - pw
             end = max(first, min(wq, (w - 1 + pw - b) // sw + 1))   # lies in the plane
-            for r in range(hq):
+            for r in range(max(0, -((a - ph) // sh)), min(hq, (h - 1 + ph - a) // sh + 1)):
                 at = ((a * sw + b) * hq + r) * wq
-                y = r * sh + a - ph
-                if y < 0 or y >= h:
-                    _fill(into, at, wq)
-                    continue
-                _fill(into, at, first)
-                _copy(line, y * w + first * sw + b - pw, sw, into, at + first, end - first)
-                _fill(into, at + end, wq - end)
+                _copy(line, (r * sh + a - ph) * w + first * sw + b - pw, sw, into, at + first,
+                      end - first)
 
 
+@jit.inlined
 def _fill(a, at, count):
     """a[at:at + count] = 0."""
     base = U(at)
@@ -62,6 +60,7 @@ def _fill(a, at, count):
         a[base + t] = 0
 
 
+@jit.inlined
 def _copy(src, at, step, dst, to, count):
     """dst[to + t] = src[at + t step] for t < count."""
     s, d = U(at), U(to)
@@ -74,6 +73,7 @@ def _copy(src, at, step, dst, to, count):
             dst[d + t] = src[s + t * k]
 
 
+@jit.inlined
 def _tap(buf, ky, kx, sh, sw, dh, dw):
     """Where tap (ky, kx) reads in buf's values taken flat: the start of the value under output
     (0, 0), in its phase plane; from there the values under a row of outputs are consecutive,
@@ -90,26 +90,28 @@ def _taps(buf, kh, kw, sh, sw, dh, dw, starts):
             starts[ky * kw + kx] = _tap(buf, ky, kx, sh, sw, dh, dw)
 
 
+@jit.inlined
 def _three_by_three(flat, starts, taps, acc):
     """acc[j] = the nine taps' sum at flat position j of a 3x3 kernel's outputs (rows one pitch
     long), each product rounded and added in Caffe's order, in one loop (no partial sums in
-    memory)."""
-    v0, v1, v2 = flat[starts[0]:], flat[starts[1]:], flat[starts[2]:]
-    v3, v4, v5 = flat[starts[3]:], flat[starts[4]:], flat[starts[5]:]
-    v6, v7, v8 = flat[starts[6]:], flat[starts[7]:], flat[starts[8]:]
+    memory). The taps' values are read at unsigned offsets, not through views: a view costs
+    its reference counts, about as much as a 7x7 plane's sums."""
+    t0, t1, t2 = U(starts[0]), U(starts[1]), U(starts[2])
+    t3, t4, t5 = U(starts[3]), U(starts[4]), U(starts[5])
+    t6, t7, t8 = U(starts[6]), U(starts[7]), U(starts[8])
     w0, w1, w2 = taps[0, 0], taps[0, 1], taps[0, 2]
     w3, w4, w5 = taps[1, 0], taps[1, 1], taps[1, 2]
     w6, w7, w8 = taps[2, 0], taps[2, 1], taps[2, 2]
-    for j in range(acc.size):
-        s = w0 * v0[j]
-        s += w1 * v1[j]
-        s += w2 * v2[j]
-        s += w3 * v3[j]
-        s += w4 * v4[j]
-        s += w5 * v5[j]
-        s += w6 * v6[j]
-        s += w7 * v7[j]
-        s += w8 * v8[j]
+    for j in range(U(acc.size)):
+        s = w0 * flat[t0 + j]
+        s += w1 * flat[t1 + j]
+        s += w2 * flat[t2 + j]
+        s += w3 * flat[t3 + j]
+        s += w4 * flat[t4 + j]
+        s += w5 * flat[t5 + j]
+        s += w6 * flat[t6 + j]
+        s += w7 * flat[t7 + j]
+        s += w8 * flat[t8 + j]
         acc[j] = s
 
 
@@ -154,15 +156,13 @@ def _forward_planes(x, w, bias, has_bias, rectify, slope, sh, sw, dh, dw, ph, pw
 
 def _pitched(dy, n, c, grads):
     """grads (M/g, oh, Wq) = the planes dy[n, c] (M/g, oh, ow), each row's columns past ow
-    zero."""
+    zero (grads zeroed before its first plane)."""
     oh, ow, wq = grads.shape[1], dy.shape[4], grads.shape[2]
     into = grads.reshape(-1)
     for o in range(grads.shape[0]):
         src = dy[n, c, o].reshape(-1)
         for r in range(oh):
-            at = (o * oh + r) * wq
-            _copy(src, r * ow, 1, into, at, ow)
-            _fill(into, at + ow, wq - ow)
+            _copy(src, r * ow, 1, into, (o * oh + r) * wq, ow)
 
 
 @fast("reassoc", "contract")
@@ -171,16 +171,16 @@ def _weight_gradient_plane(buf, grads, n, c, sh, sw, dh, dw, zero, wsum):
     oh, Wq) times the phase plane values under them (whole rows: the padded columns add
     zeros)."""
     mult, kh, kw = wsum.shape[2], wsum.shape[3], wsum.shape[4]
-    size = grads.shape[1] * grads.shape[2]
-    flat = buf.reshape(-1)
+    size = U(grads.shape[1] * grads.shape[2])
+    flat, g = buf.reshape(-1), grads.reshape(-1)
     for o in range(mult):
-        g = grads[o].reshape(-1)
+        at = U(o) * size
         for ky in range(kh):
             for kx in range(kw):
-                src = flat[_tap(buf, ky, kx, sh, sw, dh, dw):]
+                src = U(_tap(buf, ky, kx, sh, sw, dh, dw))
                 s = zero
                 for j in range(size):
-                    s += g[j] * src[j]
+                    s += g[at + j] * flat[src + j]
                 wsum[n, c, o, ky, kx] = s
 
 
@@ -190,23 +190,19 @@ def _input_gradient(dy, w, n, c, sh, sw, dh, dw, ph, pw, padded, starts, acc, co
     meet only the taps (ky, kx) with ky dh = a, kx dw = b modulo the stride, in consecutive
     dy values, so each phase is a stride-1 sum of its taps in kernel order, as Caffe's col2im
     adds them (a tap over dy's zero border adds a zero). padded (M/g, rows, pitch): dy[n, c]
-    with a border of zeros; acc, column (Hq pitch,): a phase plane's sums and a tap's values
-    where there are several outputs a group."""
+    with a border of zeros (zeroed before the first plane, the border left so); acc, column
+    (Hq pitch,): a phase plane's sums and a tap's values where there are several outputs a
+    group."""
     mult, kh, kw = w.shape[1], w.shape[2], w.shape[3]
     oh, ow = dy.shape[3], dy.shape[4]
     height, width = dx.shape[2], dx.shape[3]
-    rows, pitch = padded.shape[1], padded.shape[2]
+    pitch = padded.shape[2]
     top, left = ((kh - 1) * dh) // sh, ((kw - 1) * dw) // sw
     for o in range(mult):
         flat = padded[o].reshape(-1)
         src = dy[n, c, o].reshape(-1)
-        _fill(flat, 0, top * pitch)
         for r in range(oh):
-            at = (top + r) * pitch
-            _fill(flat, at, left)
-            _copy(src, r * ow, 1, flat, at + left, ow)
-            _fill(flat, at + left + ow, pitch - left - ow)
-        _fill(flat, (top + oh) * pitch, (rows - top - oh) * pitch)
+            _copy(src, r * ow, 1, flat, (top + r) * pitch + left, ow)
     plane = dx[n, c].reshape(-1)
     for a in range(sh):
         for b in range(sw):
@@ -253,6 +249,7 @@ def _input_gradient(dy, w, n, c, sh, sw, dh, dw, ph, pw, padded, starts, acc, co
                     plane[into + t * step] = sums[src + t]
 
 
+@jit.inlined
 def _add_product(v, src, at, acc):
     """acc[j] += v * src[at + j] for every j of acc (each product rounded, then added)."""
     part = src[at:]
@@ -286,7 +283,7 @@ def _buffer_shape(x, sh, sw, ph, pw):
 def _forward_parts(bounds, x, w, bias, has_bias, rectify, slope, sh, sw, dh, dw, ph, pw, zero,
                    y):
     for p in prange(bounds.size - 1):
-        buf = numpy.empty(_buffer_shape(x, sh, sw, ph, pw), x.dtype)
+        buf = numpy.zeros(_buffer_shape(x, sh, sw, ph, pw), x.dtype)
         starts = numpy.empty(w.shape[2] * w.shape[3], numpy.int64)
         acc = numpy.empty(y.shape[3] * buf.shape[3], x.dtype)
         _forward_planes(x, w, bias, has_bias, rectify, slope, sh, sw, dh, dw, ph, pw, bounds[p],
@@ -299,9 +296,9 @@ def _backward_parts(bounds, x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, zer
         kh, kw = w.shape[2], w.shape[3]
         pitch = ((kw - 1) * dw) // sw + shape[3]
         rows = ((kh - 1) * dh) // sh + shape[2]   # Hq + 1: a spare row for the flat reads
-        buf = numpy.empty(shape, x.dtype)
-        grads = numpy.empty((dy.shape[2], dy.shape[3], shape[3]), dy.dtype)
-        padded = numpy.empty((dy.shape[2], rows, pitch), dy.dtype)
+        buf = numpy.zeros(shape, x.dtype)   # the buffers' borders: zero once, for every plane
+        grads = numpy.zeros((dy.shape[2], dy.shape[3], shape[3]), dy.dtype)
+        padded = numpy.zeros((dy.shape[2], rows, pitch), dy.dtype)
         starts = numpy.empty(2 * kh * kw, numpy.int64)
         acc = numpy.empty((shape[2] - 1) * pitch, dy.dtype)
         column = numpy.empty_like(acc)
