@@ -32,24 +32,24 @@ from .threads import for_native
 U = numpy.uint64   # see _phase_planes
 
 
-def _phase_planes(src, sh, sw, ph, pw, buf):
-    """buf (sh, sw, Hq + 1, Wq)[a, b, r, q] = plane src (H, W) zero-padded by (ph, pw) at row
-    r sh + a, column q sw + b, zero past its edge (the last row too: flat reads run past the
-    output's rows by a few values), where buf's values outside the plane are already zero (a
-    zeroed buffer that only this writes into: every plane of one geometry fills the same
-    places). Indices are unsigned (U) in the loops over a row's values: numba then adds no
-    negative-index test, and they vectorize without a view a row."""
-    h, w = src.shape
-    hq, wq = buf.shape[2], buf.shape[3]
-    into, line = buf.reshape(-1), src.reshape(-1)
+@jit.inlined
+def _phase_planes(line, at, h, w, sh, sw, ph, pw, into, hq, wq):
+    """into, a buffer (sh, sw, Hq + 1, Wq) taken flat: [a, b, r, q] = the plane (H, W) at
+    line[at:] zero-padded by (ph, pw) at row r sh + a, column q sw + b, zero past its edge (the
+    last row too: flat reads run past the output's rows by a few values), where the values
+    outside the plane are already zero (a zeroed buffer that only this writes into: every plane
+    of one geometry fills the same places). Indices are unsigned (U) in the loops over a row's
+    values: numba then adds no negative-index test, and they vectorize without a view a row
+    (a view costs its reference counts, about as much as a 7x7 plane's sums: the kernels take
+    whole arrays flat, and offsets)."""
     for a in range(sh):
         for b in range(sw):
             first = max(0, -((b - pw) // sw))       # columns q whose x = q sw + b - pw
             end = max(first, min(wq, (w - 1 + pw - b) // sw + 1))   # lies in the plane
             for r in range(max(0, -((a - ph) // sh)), min(hq, (h - 1 + ph - a) // sh + 1)):
-                at = ((a * sw + b) * hq + r) * wq
-                _copy(line, (r * sh + a - ph) * w + first * sw + b - pw, sw, into, at + first,
-                      end - first)
+                row = ((a * sw + b) * hq + r) * wq
+                _copy(line, at + (r * sh + a - ph) * w + first * sw + b - pw, sw, into,
+                      row + first, end - first)
 
 
 @jit.inlined
@@ -91,18 +91,17 @@ def _taps(buf, kh, kw, sh, sw, dh, dw, starts):
 
 
 @jit.inlined
-def _three_by_three(flat, starts, taps, acc):
-    """acc[j] = the nine taps' sum at flat position j of a 3x3 kernel's outputs (rows one pitch
-    long), each product rounded and added in Caffe's order, in one loop (no partial sums in
-    memory). The taps' values are read at unsigned offsets, not through views: a view costs
-    its reference counts, about as much as a 7x7 plane's sums."""
+def _three_by_three(flat, starts, w, c, o, acc, count):
+    """acc[j] (j < count) = the nine taps' sum at flat position j of a 3x3 kernel's outputs
+    (rows one pitch long), each product rounded and added in Caffe's order, in one loop (no
+    partial sums in memory); taps w[c, o]."""
     t0, t1, t2 = U(starts[0]), U(starts[1]), U(starts[2])
     t3, t4, t5 = U(starts[3]), U(starts[4]), U(starts[5])
     t6, t7, t8 = U(starts[6]), U(starts[7]), U(starts[8])
-    w0, w1, w2 = taps[0, 0], taps[0, 1], taps[0, 2]
-    w3, w4, w5 = taps[1, 0], taps[1, 1], taps[1, 2]
-    w6, w7, w8 = taps[2, 0], taps[2, 1], taps[2, 2]
-    for j in range(U(acc.size)):
+    w0, w1, w2 = w[c, o, 0, 0], w[c, o, 0, 1], w[c, o, 0, 2]
+    w3, w4, w5 = w[c, o, 1, 0], w[c, o, 1, 1], w[c, o, 1, 2]
+    w6, w7, w8 = w[c, o, 2, 0], w[c, o, 2, 1], w[c, o, 2, 2]
+    for j in range(U(count)):
         s = w0 * flat[t0 + j]
         s += w1 * flat[t1 + j]
         s += w2 * flat[t2 + j]
@@ -119,32 +118,28 @@ def _forward_planes(x, w, bias, has_bias, rectify, slope, sh, sw, dh, dw, ph, pw
                     starts, acc, zero, y):
     """y[n, c, o] (oh, ow) for planes i0..i1 (index n * C + c) of x (N, C, H, W), w (C, M/g,
     kh, kw), y (N, C, M/g, oh, ow); acc (oh * Wq,): the sums at a pitch of Wq."""
-    channels = x.shape[1]
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
     mult, kh, kw = w.shape[1], w.shape[2], w.shape[3]
     oh, ow = y.shape[3], y.shape[4]
-    pitch = buf.shape[3]
-    flat = buf.reshape(-1)
+    hq, pitch = buf.shape[2], buf.shape[3]
+    flat, line, out = buf.reshape(-1), x.reshape(-1), y.reshape(-1)
     _taps(buf, kh, kw, sh, sw, dh, dw, starts)
     for item in range(i0, i1):
-        n, c = item // channels, item % channels
-        _phase_planes(x[n, c], sh, sw, ph, pw, buf)
+        c = item % channels
+        _phase_planes(line, item * height * width, height, width, sh, sw, ph, pw, flat, hq,
+                      pitch)
         for o in range(mult):
-            taps = w[c, o]
             if kh == 3 and kw == 3:   # MobileNet's and Xception's kernel
-                _three_by_three(flat, starts, taps, acc)
+                _three_by_three(flat, starts, w, c, o, acc, acc.size)
             else:
-                for j in range(acc.size):
-                    acc[j] = 0
+                _fill(acc, 0, acc.size)
                 for k in range(kh * kw):
-                    src = flat[starts[k]:]
-                    v = taps[k // kw, k % kw]
-                    for j in range(acc.size):
-                        acc[j] += v * src[j]
+                    _add_product(w[c, o, k // kw, k % kw], flat, starts[k], acc, acc.size)
             b = bias[c * mult + o] if has_bias else zero   # the data's type: the sum rounds
                                                            # to it before the ReLU
-            out = y[n, c, o].reshape(-1)
+            at = U((item * mult + o) * oh * ow)
             for oy in range(oh):
-                src, dst = U(oy * pitch), U(oy * ow)
+                src, dst = U(oy * pitch), at + U(oy * ow)
                 for t in range(U(ow)):
                     s = acc[src + t]
                     if has_bias:
@@ -154,25 +149,22 @@ def _forward_planes(x, w, bias, has_bias, rectify, slope, sh, sw, dh, dw, ph, pw
                     out[dst + t] = s
 
 
-def _pitched(dy, n, c, grads):
-    """grads (M/g, oh, Wq) = the planes dy[n, c] (M/g, oh, ow), each row's columns past ow
-    zero (grads zeroed before its first plane)."""
-    oh, ow, wq = grads.shape[1], dy.shape[4], grads.shape[2]
-    into = grads.reshape(-1)
-    for o in range(grads.shape[0]):
-        src = dy[n, c, o].reshape(-1)
+@jit.inlined
+def _pitched(line, at, mult, oh, ow, into, wq):
+    """into, (M/g, oh, Wq) taken flat, = the M/g planes (oh, ow) at line[at:], each row's
+    columns past ow zero (the buffer zeroed before its first plane)."""
+    for o in range(mult):
         for r in range(oh):
-            _copy(src, r * ow, 1, into, (o * oh + r) * wq, ow)
+            _copy(line, at + (o * oh + r) * ow, 1, into, (o * oh + r) * wq, ow)
 
 
 @fast("reassoc", "contract")
-def _weight_gradient_plane(buf, grads, n, c, sh, sw, dh, dw, zero, wsum):
-    """wsum[n, c] (M/g, kh, kw) = each tap's sum over the output's positions of grads (M/g,
-    oh, Wq) times the phase plane values under them (whole rows: the padded columns add
-    zeros)."""
+def _weight_gradient_plane(buf, flat, g, size, n, c, sh, sw, dh, dw, zero, wsum):
+    """wsum[n, c] (M/g, kh, kw) = each tap's sum over the output's positions of g (the pitched
+    dy planes, (M/g, oh, Wq) flat, ``size`` = oh Wq values each) times the phase plane values
+    under them (buf, and flat: the same, flat; whole rows: the padded columns add zeros)."""
     mult, kh, kw = wsum.shape[2], wsum.shape[3], wsum.shape[4]
-    size = U(grads.shape[1] * grads.shape[2])
-    flat, g = buf.reshape(-1), grads.reshape(-1)
+    size = U(size)
     for o in range(mult):
         at = U(o) * size
         for ky in range(kh):
@@ -184,26 +176,24 @@ def _weight_gradient_plane(buf, grads, n, c, sh, sw, dh, dw, zero, wsum):
                 wsum[n, c, o, ky, kx] = s
 
 
-def _input_gradient(dy, w, n, c, sh, sw, dh, dw, ph, pw, padded, starts, acc, column, dx):
-    """dx[n, c] = the products of w[c] (M/g, kh, kw) with the dy[n, c] (M/g, oh, ow) values
+def _input_gradient(line, oh, ow, w, item, sh, sw, dh, dw, ph, pw, flat, rows, pitch, starts,
+                    acc, column, height, width, plane):
+    """dx[n, c] (item n C + c; dx (N, C, height, width) flat: plane) = the products of w[c]
+    (M/g, kh, kw) with the dy[n, c] (M/g, oh, ow; dy flat: line) values
     each input value meets, gathered phase by phase: the inputs of one stride phase (a, b)
     meet only the taps (ky, kx) with ky dh = a, kx dw = b modulo the stride, in consecutive
     dy values, so each phase is a stride-1 sum of its taps in kernel order, as Caffe's col2im
-    adds them (a tap over dy's zero border adds a zero). padded (M/g, rows, pitch): dy[n, c]
-    with a border of zeros (zeroed before the first plane, the border left so); acc, column
+    adds them (a tap over dy's zero border adds a zero). flat, (M/g, rows, pitch) taken flat:
+    dy[n, c] with a border of zeros (zeroed before the first plane, the border left so); acc, column
     (Hq pitch,): a phase plane's sums and a tap's values where there are several outputs a
     group."""
-    mult, kh, kw = w.shape[1], w.shape[2], w.shape[3]
-    oh, ow = dy.shape[3], dy.shape[4]
-    height, width = dx.shape[2], dx.shape[3]
-    pitch = padded.shape[2]
+    c, mult, kh, kw = item % w.shape[0], w.shape[1], w.shape[2], w.shape[3]
     top, left = ((kh - 1) * dh) // sh, ((kw - 1) * dw) // sw
     for o in range(mult):
-        flat = padded[o].reshape(-1)
-        src = dy[n, c, o].reshape(-1)
         for r in range(oh):
-            _copy(src, r * ow, 1, flat, (top + r) * pitch + left, ow)
-    plane = dx[n, c].reshape(-1)
+            _copy(line, ((item * mult + o) * oh + r) * ow, 1, flat,
+                  (o * rows + top + r) * pitch + left, ow)
+    at = item * height * width
     for a in range(sh):
         for b in range(sw):
             q0 = max(0, -((a - ph) // sh))   # the phase's rows and columns of inputs
@@ -212,8 +202,7 @@ def _input_gradient(dy, w, n, c, sh, sw, dh, dw, ph, pw, padded, starts, acc, co
             x0 = r0 * sw + b - pw
             if q1 <= q0 or x0 >= width:
                 continue
-            base = q0 * pitch
-            sums, part = acc[:(q1 - q0) * pitch], column[:(q1 - q0) * pitch]
+            base, size = q0 * pitch, (q1 - q0) * pitch
             count = 0   # this phase's taps in kernel order, where each reads its dy values
             for ky in range(kh):
                 for kx in range(kw):
@@ -225,52 +214,59 @@ def _input_gradient(dy, w, n, c, sh, sw, dh, dw, ph, pw, padded, starts, acc, co
             if kh == 3 and kw == 3 and count == 9 and mult == 1:   # 3x3 at stride 1
                 for k in range(9):
                     starts[k] = starts[2 * k + 1]
-                _three_by_three(padded[0].reshape(-1), starts, w[c, 0], sums)
+                _three_by_three(flat, starts, w, c, 0, acc, size)
             else:
-                _fill(sums, 0, sums.size)
+                _fill(acc, 0, size)
                 for t in range(count):
-                    k, at = starts[2 * t], starts[2 * t + 1]
+                    k, tap = starts[2 * t], starts[2 * t + 1]
                     ky, kx = k // kw, k % kw
                     if mult == 1:
-                        _add_product(w[c, 0, ky, kx], padded[0].reshape(-1), at, sums)
+                        _add_product(w[c, 0, ky, kx], flat, tap, acc, size)
                         continue
-                    _fill(part, 0, part.size)
+                    _fill(column, 0, size)
                     for o in range(mult):   # the column value: its outputs' products first
-                        _add_product(w[c, o, ky, kx], padded[o].reshape(-1), at, part)
-                    _add_product(w.dtype.type(1), part, 0, sums)
+                        _add_product(w[c, o, ky, kx], flat, o * rows * pitch + tap, column,
+                                     size)
+                    _add_product(w.dtype.type(1), column, 0, acc, size)
             count = (width - 1 - x0) // sw + 1
             for q in range(q0, q1):
                 y = q * sh + a - ph
                 if sw == 1:
-                    _copy(sums, (q - q0) * pitch + r0, 1, plane, y * width + x0, count)
+                    _copy(acc, (q - q0) * pitch + r0, 1, plane, at + y * width + x0, count)
                     continue
-                into, step, src = U(y * width + x0), U(sw), U((q - q0) * pitch + r0)
+                into, step, src = U(at + y * width + x0), U(sw), U((q - q0) * pitch + r0)
                 for t in range(U(count)):
-                    plane[into + t * step] = sums[src + t]
+                    plane[into + t * step] = acc[src + t]
 
 
 @jit.inlined
-def _add_product(v, src, at, acc):
-    """acc[j] += v * src[at + j] for every j of acc (each product rounded, then added)."""
-    part = src[at:]
-    for j in range(acc.size):
-        acc[j] += v * part[j]
+def _add_product(v, src, at, acc, count):
+    """acc[j] += v * src[at + j] for j < count (each product rounded, then added)."""
+    base = U(at)
+    for j in range(U(count)):
+        acc[j] += v * src[base + j]
 
 
 def _backward_planes(x, dy, w, sh, sw, dh, dw, ph, pw, weights, down, i0, i1, buf, grads,
                      padded, starts, acc, column, zero, wsum, dx):
     """For planes i0..i1: with ``weights`` wsum[n, c] = the plane's weight gradient, with
     ``down`` dx[n, c] = its input gradient."""
-    channels = x.shape[1]
+    channels, height, width = x.shape[1], x.shape[2], x.shape[3]
+    mult, oh, ow = dy.shape[2], dy.shape[3], dy.shape[4]
+    hq, wq = buf.shape[2], buf.shape[3]
+    flat, g, line, grad_line = buf.reshape(-1), grads.reshape(-1), x.reshape(-1), dy.reshape(-1)
+    bordered, plane = padded.reshape(-1), dx.reshape(-1)
+    rows, pitch = padded.shape[1], padded.shape[2]
     for item in range(i0, i1):
         n, c = item // channels, item % channels
         if weights:
-            _pitched(dy, n, c, grads)
-            _phase_planes(x[n, c], sh, sw, ph, pw, buf)
-            _weight_gradient_plane(buf, grads, n, c, sh, sw, dh, dw, zero, wsum)
+            _pitched(grad_line, item * mult * oh * ow, mult, oh, ow, g, wq)
+            _phase_planes(line, item * height * width, height, width, sh, sw, ph, pw, flat, hq,
+                          wq)
+            _weight_gradient_plane(buf, flat, g, oh * wq, n, c, sh, sw, dh, dw, zero, wsum)
         if down:
-            _input_gradient(dy, w, n, c, sh, sw, dh, dw, ph, pw, padded, starts, acc, column,
-                            dx)
+            _input_gradient(grad_line, oh, ow, w, item, sh, sw, dh, dw, ph, pw, bordered, rows,
+                            pitch, starts, acc, column, height, width, plane)
 
 
 def _buffer_shape(x, sh, sw, ph, pw):
