@@ -215,6 +215,8 @@ def _input_gradient(line, oh, ow, w, item, sh, sw, dh, dw, ph, pw, flat, rows, p
                 for k in range(9):
                     starts[k] = starts[2 * k + 1]
                 _three_by_three(flat, starts, w, c, 0, acc, size)
+            elif mult == 1 and count in (1, 2, 4):   # a strided 3x3's phases: 4, 2, 2, 1 taps
+                _few_taps(w, c, kw, flat, starts, count, w.dtype.type(0), acc, size)
             else:
                 _fill(acc, 0, size)
                 for t in range(count):
@@ -237,6 +239,40 @@ def _input_gradient(line, oh, ow, w, item, sh, sw, dh, dw, ph, pw, flat, rows, p
                 into, step, src = U(at + y * width + x0), U(sw), U((q - q0) * pitch + r0)
                 for t in range(U(count)):
                     plane[into + t * step] = acc[src + t]
+
+
+@jit.inlined
+def _few_taps(w, c, kw, flat, starts, count, zero, acc, size):
+    """acc[j] (j < size) = zero plus the products of ``count`` (1, 2 or 4) taps of w[c, 0] (tap t:
+    starts[2 t]) with flat's values from starts[2 t + 1] on, added in turn: the sums of a fill
+    and an _add_product a tap, in one loop. (Taps past ``count`` are read as its last one's,
+    and not used.)"""
+    last = count - 1
+    p1, p2, p3 = 2 * min(1, last), 2 * min(2, last), 2 * min(3, last)
+    k0, k1, k2, k3 = starts[0], starts[p1], starts[p2], starts[p3]
+    v0, v1 = w[c, 0, k0 // kw, k0 % kw], w[c, 0, k1 // kw, k1 % kw]
+    v2, v3 = w[c, 0, k2 // kw, k2 % kw], w[c, 0, k3 // kw, k3 % kw]
+    t0, t1 = U(starts[1]), U(starts[p1 + 1])
+    t2, t3 = U(starts[p2 + 1]), U(starts[p3 + 1])
+    if count == 4:
+        for j in range(U(size)):
+            s = zero
+            s += v0 * flat[t0 + j]
+            s += v1 * flat[t1 + j]
+            s += v2 * flat[t2 + j]
+            s += v3 * flat[t3 + j]
+            acc[j] = s
+    elif count == 2:
+        for j in range(U(size)):
+            s = zero
+            s += v0 * flat[t0 + j]
+            s += v1 * flat[t1 + j]
+            acc[j] = s
+    else:
+        for j in range(U(size)):
+            s = zero
+            s += v0 * flat[t0 + j]
+            acc[j] = s
 
 
 @jit.inlined
